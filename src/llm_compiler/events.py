@@ -1,0 +1,101 @@
+"""Events of the LLMCompiler workflow.
+
+Naming: an ``*Event`` marks a phase of a round (plan, join, replan); a bare noun is a
+per-task message. Every event carries ``round`` (0 for the first plan) and is written to
+the stream, so a UI can draw the DAG live from ``handler.stream_events()``.
+
+Planner and joiner tokens are streamed as llama-index ``AgentStream`` events whose
+``raw`` is ``{"phase": "plan" | "join", "round": n}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index.core.llms import ChatMessage
+from llama_index.core.memory import BaseMemory
+from pydantic import ConfigDict, Field
+from workflows.events import Event, StartEvent
+
+from llm_compiler.plan import PlanTask
+
+
+class CompilerStartEvent(StartEvent):
+    """Starts a run: ``workflow.run(user_msg=..., chat_history=..., memory=...)``."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    user_msg: str | ChatMessage | None = None
+    chat_history: list[ChatMessage] | None = None
+    memory: BaseMemory | None = Field(default=None, exclude=True)
+
+
+class PlanEvent(Event):
+    """Emitted by the planner; consumed by the scheduler.
+
+    While the plan streams, one ``PlanEvent`` (``complete=False``) carries the tasks whose
+    lines just completed. The last one of a round has ``complete=True`` and carries the
+    whole plan: every task, the planner's thoughts, its raw text and plan-level errors
+    (no join, empty plan, too many tasks, reused ids).
+    """
+
+    round: int
+    tasks: list[PlanTask] = Field(default_factory=list)
+    complete: bool = False
+    thoughts: list[str] = Field(default_factory=list)
+    text: str = ""
+    errors: list[str] = Field(default_factory=list)
+
+
+class TaskReady(Event):
+    """Emitted by the scheduler when a task's inputs are done; consumed by the executor.
+
+    ``args`` are the resolved keyword arguments the tool is called with.
+    """
+
+    round: int
+    task_id: int
+    tool_name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class TaskResult(Event):
+    """One per task: emitted by the executor, or by the scheduler for a task that cannot run.
+
+    Attributes:
+        output: The observation (the tool's raw result, or the error message).
+        is_error: The tool raised, timed out, got bad arguments, or the line was invalid.
+        skipped: The task did not run because a task it depends on failed.
+        started_at / finished_at: ``time.time()`` stamps; ``duration`` in seconds.
+    """
+
+    round: int
+    task_id: int
+    tool_name: str
+    output: Any = None
+    is_error: bool = False
+    skipped: bool = False
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+    @property
+    def duration(self) -> float:
+        """Seconds the tool ran (0 for a task that never started)."""
+        return max(0.0, self.finished_at - self.started_at)
+
+
+class JoinEvent(Event):
+    """Emitted by the scheduler once the plan is complete and every task has a result."""
+
+    round: int
+
+
+class ReplanEvent(Event):
+    """Emitted by the joiner when it decides to plan again; consumed by the planner.
+
+    ``round`` is the new round's number; ``reason`` is the joiner's Replan(...) text.
+    """
+
+    round: int
+    reason: str
+    thought: str | None = None

@@ -1,0 +1,130 @@
+"""Plan data: tasks, references between them, and their resolution.
+
+Arguments are kept JSON-safe so plans travel in events and the workflow state:
+
+* ``{"$ref": 3}`` is the result of task 3, passed with its own type;
+* ``{"$concat": ["ratio of ", {"$ref": 1}, " to ", {"$ref": 2}]}`` is a string with results
+  interpolated as text.
+
+Everything else is a plain literal (str, int, float, bool, None, list, dict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+REF = "$ref"
+CONCAT = "$concat"
+JOIN_TOOL = "join"
+
+
+class PlanTask(BaseModel):
+    """One numbered line of a plan, parsed.
+
+    Attributes:
+        id: The task number the planner gave (unique across all rounds of a run).
+        tool: The tool name (``join`` for the join marker).
+        args: Positional arguments, with references.
+        kwargs: Keyword arguments, with references; after validation, all arguments
+            are bound here by parameter name.
+        deps: Ids of the tasks this one needs.
+        thought: The ``Thought:`` the planner wrote before the line, if any.
+        text: The line as the planner wrote it.
+        error: Why the line cannot run (parse, unknown tool, bad arguments,
+            bad reference); such a task becomes an error observation.
+        round: The planning round (0 for the first plan).
+    """
+
+    id: int
+    tool: str
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    deps: list[int] = Field(default_factory=list)
+    thought: str | None = None
+    text: str = ""
+    error: str | None = None
+    round: int = 0
+
+    @property
+    def is_join(self) -> bool:
+        """Whether this is the ``join()`` marker that ends a plan."""
+        return self.tool == JOIN_TOOL
+
+
+def ref(task_id: int) -> dict[str, int]:
+    """A reference to the result of `task_id`."""
+    return {REF: task_id}
+
+
+def is_ref(value: Any) -> bool:
+    """Whether `value` is a reference made by :func:`ref`."""
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(REF), int)
+
+
+def is_concat(value: Any) -> bool:
+    """Whether `value` is a string template with interpolated references."""
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(CONCAT), list)
+
+
+def iter_refs(value: Any) -> Iterator[int]:
+    """Yield every task id referenced anywhere inside `value`."""
+    if is_ref(value):
+        yield value[REF]
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from iter_refs(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from iter_refs(item)
+
+
+def as_text(value: Any) -> str:
+    """How a result reads when interpolated into a string."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return repr(value)
+    return str(value)
+
+
+def resolve(value: Any, results: Mapping[int, Any]) -> Any:
+    """Replace references in `value` with the results they name.
+
+    A whole reference keeps the result's type; references inside a template are
+    interpolated as text. `results` must hold every referenced id.
+    """
+    if is_ref(value):
+        return results[value[REF]]
+    if is_concat(value):
+        return "".join(
+            as_text(results[p[REF]]) if is_ref(p) else str(p) for p in value[CONCAT]
+        )
+    if isinstance(value, dict):
+        return {k: resolve(v, results) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve(v, results) for v in value]
+    return value
+
+
+def render_value(value: Any) -> str:
+    """Render an argument back in plan syntax (``$3`` for references)."""
+    if is_ref(value):
+        return f"${value[REF]}"
+    if is_concat(value):
+        inner = "".join(f"${{{p[REF]}}}" if is_ref(p) else str(p) for p in value[CONCAT])
+        return repr(inner)
+    if isinstance(value, list):
+        return "[" + ", ".join(render_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {render_value(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def render_call(task: PlanTask) -> str:
+    """Render a task as ``tool(arg, name=value)``."""
+    parts = [render_value(a) for a in task.args]
+    parts += [f"{k}={render_value(v)}" for k, v in task.kwargs.items()]
+    return f"{task.tool}({', '.join(parts)})"
