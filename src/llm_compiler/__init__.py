@@ -1,0 +1,30 @@
+"""LLMCompiler: parallel function calling as an event-driven LlamaIndex workflow."""
+
+from llm_compiler.errors import ConfigurationError, LLMCallError, LLMCompilerError, RunError
+from llm_compiler.events import (
+    CompilerStartEvent,
+    JoinEvent,
+    PlanEvent,
+    ReplanEvent,
+    TaskReady,
+    TaskResult,
+)
+from llm_compiler.plan import PlanTask
+from llm_compiler.state import CompilerState
+from llm_compiler.workflow import LLMCompilerWorkflow
+
+__all__ = [
+    "CompilerStartEvent",
+    "CompilerState",
+    "ConfigurationError",
+    "JoinEvent",
+    "LLMCallError",
+    "LLMCompilerError",
+    "LLMCompilerWorkflow",
+    "PlanEvent",
+    "PlanTask",
+    "ReplanEvent",
+    "RunError",
+    "TaskReady",
+    "TaskResult",
+]

@@ -35,8 +35,8 @@ class PlanEvent(Event):
 
     While the plan streams, one ``PlanEvent`` (``complete=False``) carries the tasks whose
     lines just completed. The last one of a round has ``complete=True`` and carries the
-    whole plan: every task, the planner's thoughts, its raw text and plan-level errors
-    (no join, empty plan, too many tasks, reused ids).
+    whole plan: every task, the planner's thoughts, its raw text, the id of its ``join()``
+    line and plan-level errors (no join, empty plan, too many tasks, reused ids).
     """
 
     round: int
@@ -45,6 +45,7 @@ class PlanEvent(Event):
     thoughts: list[str] = Field(default_factory=list)
     text: str = ""
     errors: list[str] = Field(default_factory=list)
+    join_id: int | None = None
 
 
 class TaskReady(Event):

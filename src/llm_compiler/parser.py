@@ -324,17 +324,19 @@ class PlanParser:
 
     Attributes:
         known_ids: Task ids of earlier rounds (valid reference targets).
+        taken_ids: Other ids a new task may not reuse (earlier ``join()`` lines).
         round: The planning round, stamped on each task.
         max_tasks: Most tasks accepted in one plan.
     """
 
     known_ids: Iterable[int] = ()
+    taken_ids: Iterable[int] = ()
     round: int = 0
     max_tasks: int = 100
 
     def __post_init__(self) -> None:
         self._earlier: set[int] = set(self.known_ids)
-        self._all_known: set[int] = set(self._earlier)
+        self._all_known: set[int] = self._earlier | set(self.taken_ids)
         self._buffer = ""
         self._thought: list[str] = []
         self.tasks: list[PlanTask] = []

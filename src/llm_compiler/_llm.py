@@ -1,0 +1,65 @@
+"""One streaming text interface over llama-index chat and completion models."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from llama_index.core.llms import LLM, ChatMessage
+
+
+def is_chat(llm: LLM) -> bool:
+    """Whether to talk to `llm` with messages (else with one completion prompt)."""
+    try:
+        return bool(llm.metadata.is_chat_model)
+    except Exception:  # a metadata lookup that fails (unknown model names) means chat
+        return True
+
+
+def _stop_kwargs(llm: LLM, stop: Sequence[str]) -> dict[str, list[str]]:
+    # Only OpenAI-protocol clients are known to accept `stop`; elsewhere we cut client-side.
+    try:
+        from llama_index.llms.openai import OpenAI
+    except ImportError:  # pragma: no cover - a declared dependency
+        return {}
+    return {"stop": list(stop)[:4]} if stop and isinstance(llm, OpenAI) else {}
+
+
+async def stream_text(
+    llm: LLM,
+    *,
+    messages: Sequence[ChatMessage] | None = None,
+    prompt: str | None = None,
+    stop: Sequence[str] = (),
+) -> AsyncIterator[str]:
+    """Yield text deltas of one LLM call (chat if `messages`, else completion of `prompt`).
+
+    Falls back to the non-streaming API when the model cannot stream.
+    """
+    kwargs = _stop_kwargs(llm, stop)
+    if messages is not None:
+        try:
+            gen = await llm.astream_chat(list(messages), **kwargs)
+        except NotImplementedError:
+            response = await llm.achat(list(messages), **kwargs)
+            yield response.message.content or ""
+            return
+        text = ""
+        async for chunk in gen:
+            delta = chunk.delta
+            if delta is None:  # some models send the text so far, some only the new piece
+                content = chunk.message.content or ""
+                delta = content[len(text) :] if content.startswith(text) else content
+            text += delta
+            if delta:
+                yield delta
+        return
+    assert prompt is not None
+    try:
+        cgen = await llm.astream_complete(prompt, formatted=True, **kwargs)
+    except NotImplementedError:
+        completion = await llm.acomplete(prompt, formatted=True, **kwargs)
+        yield completion.text
+        return
+    async for piece in cgen:
+        if piece.delta is not None:
+            yield piece.delta

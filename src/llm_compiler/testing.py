@@ -1,0 +1,182 @@
+"""Test doubles: a scripted LLM that streams chosen answers and records its prompts."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncGenerator, Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ChatResponse,
+    CompletionResponse,
+    LLMMetadata,
+    MessageRole,
+)
+from llama_index.core.llms import LLM
+from pydantic import PrivateAttr
+
+_TOKEN = re.compile(r"\s*\S+|\s+")
+
+
+@dataclass
+class LLMCall:
+    """One call the scripted LLM received."""
+
+    kind: str
+    """``chat`` or ``complete``."""
+    prompt: str
+    """The completion prompt, or all message contents joined."""
+    messages: list[ChatMessage] = field(default_factory=list)
+    stream: bool = False
+
+
+Reply = str | BaseException
+Script = Sequence[Reply] | Callable[[LLMCall], Reply]
+
+
+def split_tokens(text: str) -> list[str]:
+    """Word-like tokens (each with its leading whitespace); joined they give `text`."""
+    return _TOKEN.findall(text)
+
+
+class ScriptedLLM(LLM):
+    """Replays scripted replies, in order or from a function of the call.
+
+    A reply that is an exception is raised instead. Streams split replies into
+    ``tokens_per_chunk`` word-like tokens. Every call is recorded in ``calls``.
+    Subclasses may override :meth:`on_chunk` to model latency.
+
+    Args:
+        script: The replies, or a function of the :class:`LLMCall` returning one.
+        chat: Whether the model is a chat model (else completion prompts).
+        tokens_per_chunk: Tokens per streamed chunk.
+    """
+
+    chat_model: bool = True
+    tokens_per_chunk: int = 1
+    _script: Any = PrivateAttr()
+    _next: int = PrivateAttr(default=0)
+    _calls: list[LLMCall] = PrivateAttr(default_factory=list)
+
+    def __init__(
+        self, script: Script, *, chat: bool = True, tokens_per_chunk: int = 1, **kwargs: Any
+    ) -> None:
+        super().__init__(chat_model=chat, tokens_per_chunk=tokens_per_chunk, **kwargs)
+        self._script = script
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ScriptedLLM"
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="scripted", is_chat_model=self.chat_model)
+
+    @property
+    def calls(self) -> list[LLMCall]:
+        """Every call received, in order."""
+        return self._calls
+
+    async def on_chunk(self, index: int, chunk: str) -> None:
+        """Called before each streamed chunk (index 0 is the first); a latency hook."""
+
+    async def on_reply(self, text: str) -> None:
+        """Called before a non-streamed reply is returned; a latency hook."""
+
+    def _reply(self, call: LLMCall) -> str:
+        self._calls.append(call)
+        if callable(self._script):
+            reply = self._script(call)
+        else:
+            if self._next >= len(self._script):
+                raise AssertionError(f"ScriptedLLM has no reply left for call {len(self._calls)}")
+            reply = self._script[self._next]
+            self._next += 1
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    def _chunks(self, text: str) -> list[str]:
+        tokens = split_tokens(text)
+        n = max(1, self.tokens_per_chunk)
+        return ["".join(tokens[i : i + n]) for i in range(0, len(tokens), n)]
+
+    @staticmethod
+    def _chat_call(messages: Sequence[ChatMessage], stream: bool) -> LLMCall:
+        prompt = "\n".join(m.content or "" for m in messages)
+        return LLMCall("chat", prompt, list(messages), stream)
+
+    # -- async API (used by the compiler) ------------------------------------------------
+
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        text = self._reply(self._chat_call(messages, False))
+        await self.on_reply(text)
+        return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text))
+
+    async def acomplete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponse:
+        text = self._reply(LLMCall("complete", prompt))
+        await self.on_reply(text)
+        return CompletionResponse(text=text)
+
+    async def astream_chat(
+        self, messages: Sequence[ChatMessage], **kwargs: Any
+    ) -> AsyncGenerator[ChatResponse, None]:
+        text = self._reply(self._chat_call(messages, True))
+
+        async def gen() -> AsyncGenerator[ChatResponse, None]:
+            acc = ""
+            for i, chunk in enumerate(self._chunks(text)):
+                await self.on_chunk(i, chunk)
+                acc += chunk
+                yield ChatResponse(
+                    message=ChatMessage(role=MessageRole.ASSISTANT, content=acc), delta=chunk
+                )
+
+        return gen()
+
+    async def astream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> AsyncGenerator[CompletionResponse, None]:
+        text = self._reply(LLMCall("complete", prompt, stream=True))
+
+        async def gen() -> AsyncGenerator[CompletionResponse, None]:
+            acc = ""
+            for i, chunk in enumerate(self._chunks(text)):
+                await self.on_chunk(i, chunk)
+                acc += chunk
+                yield CompletionResponse(text=acc, delta=chunk)
+
+        return gen()
+
+    # -- sync API (for completeness; the compiler never blocks on it) -------------------
+
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        text = self._reply(self._chat_call(messages, False))
+        return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text))
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return CompletionResponse(text=self._reply(LLMCall("complete", prompt)))
+
+    def stream_chat(
+        self, messages: Sequence[ChatMessage], **kwargs: Any
+    ) -> Generator[ChatResponse, None, None]:
+        text = self._reply(self._chat_call(messages, True))
+        acc = ""
+        for chunk in self._chunks(text):
+            acc += chunk
+            yield ChatResponse(
+                message=ChatMessage(role=MessageRole.ASSISTANT, content=acc), delta=chunk
+            )
+
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> Generator[CompletionResponse, None, None]:
+        text = self._reply(LLMCall("complete", prompt, stream=True))
+        acc = ""
+        for chunk in self._chunks(text):
+            acc += chunk
+            yield CompletionResponse(text=acc, delta=chunk)

@@ -1,0 +1,190 @@
+"""Tools: adapting callables, binding plan arguments, and calling with a timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
+from typing import Any
+
+from llama_index.core.tools import BaseTool, FunctionTool
+from llama_index.core.tools.types import AsyncBaseTool
+from pydantic import BaseModel, ValidationError
+
+from llm_compiler.errors import ConfigurationError
+from llm_compiler.plan import JOIN_TOOL, PlanTask
+
+ToolLike = BaseTool | Callable[..., Any]
+
+
+def to_tool(obj: ToolLike, executor: Executor | None = None) -> BaseTool:
+    """Wrap a plain callable as a FunctionTool; sync callables run in `executor`.
+
+    A BaseTool is returned as it is.
+    """
+    if isinstance(obj, BaseTool):
+        return obj
+    if not callable(obj):
+        raise ConfigurationError(f"{obj!r} is neither a llama-index tool nor a callable.")
+    if inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(
+        getattr(obj, "__call__", None)  # noqa: B004 - async callable objects
+    ):
+        return FunctionTool.from_defaults(async_fn=obj)
+    return FunctionTool.from_defaults(fn=obj, async_fn=_threaded(obj, executor))
+
+
+def _threaded(fn: Callable[..., Any], executor: Executor | None) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
+
+    return run
+
+
+def tool_map(tools: Sequence[ToolLike], executor: Executor | None = None) -> dict[str, BaseTool]:
+    """Index tools by name; names must be unique and not ``join``."""
+    out: dict[str, BaseTool] = {}
+    for obj in tools:
+        tool = to_tool(obj, executor)
+        name = tool.metadata.get_name()
+        if name == JOIN_TOOL:
+            raise ConfigurationError("A tool may not be called 'join': it ends every plan.")
+        if name in out:
+            raise ConfigurationError(f"Two tools are named {name!r}.")
+        out[name] = tool
+    return out
+
+
+def parameters(tool: BaseTool) -> list[str]:
+    """The tool's parameter names, in signature order."""
+    schema = tool.metadata.fn_schema
+    if schema is None:
+        return ["input"]
+    return list(schema.model_fields)
+
+
+def required(tool: BaseTool) -> list[str]:
+    """The tool's required parameter names."""
+    schema = tool.metadata.fn_schema
+    if schema is None:
+        return ["input"]
+    return [n for n, f in schema.model_fields.items() if f.is_required()]
+
+
+def signature(tool: BaseTool) -> str:
+    """``name(param: type, other: type = default)`` from the tool's schema."""
+    schema = tool.metadata.fn_schema
+    name = tool.metadata.get_name()
+    if schema is None:
+        return f"{name}(input: str)"
+    props = schema.model_json_schema().get("properties", {})
+    parts = []
+    for pname, field in schema.model_fields.items():
+        typ = _type_name(props.get(pname, {}))
+        part = f"{pname}: {typ}" if typ else pname
+        if not field.is_required():
+            part += f" = {field.get_default(call_default_factory=True)!r}"
+        parts.append(part)
+    return f"{name}({', '.join(parts)})"
+
+
+def _type_name(prop: Mapping[str, Any]) -> str:
+    if "type" in prop:
+        t = prop["type"]
+        if t == "array" and isinstance(prop.get("items"), dict) and "type" in prop["items"]:
+            return f"list[{_type_name(prop['items'])}]"
+        return {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
+                "array": "list", "object": "dict"}.get(t, str(t))
+    if "anyOf" in prop:
+        return " | ".join(_type_name(p) or "any" for p in prop["anyOf"])
+    return ""
+
+
+def description(tool: BaseTool) -> str:
+    """The tool's description without a leading copy of its signature."""
+    text = tool.metadata.description.strip()
+    name = tool.metadata.get_name()
+    if text.startswith(f"{name}("):
+        first, _, rest = text.partition("\n")
+        text = rest.strip() or first
+    return " ".join(text.split())
+
+
+def bind(task: PlanTask, tool: BaseTool) -> PlanTask:
+    """Bind positional arguments to parameter names; set `error` when they do not fit."""
+    names = parameters(tool)
+    name = tool.metadata.get_name()
+    kwargs: dict[str, Any] = {}
+    if len(task.args) > len(names):
+        # One text parameter given several pieces: the planner split a phrase.
+        return task.model_copy(
+            update={"error": f"{name} takes {len(names)} argument(s) ({', '.join(names)}) "
+                    f"but {len(task.args)} were given."}
+        )
+    kwargs.update(zip(names, task.args))
+    for key, value in task.kwargs.items():
+        if key not in names:
+            return task.model_copy(
+                update={"error": f"{name} has no parameter {key!r} "
+                        f"(parameters: {', '.join(names) or 'none'})."}
+            )
+        if key in kwargs:
+            return task.model_copy(update={"error": f"{name} got {key!r} twice."})
+        kwargs[key] = value
+    missing = [n for n in required(tool) if n not in kwargs]
+    if missing:
+        return task.model_copy(
+            update={"error": f"{name} is missing required argument(s): {', '.join(missing)}."}
+        )
+    return task.model_copy(update={"args": [], "kwargs": kwargs})
+
+
+def validate_arguments(tool: BaseTool, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Check resolved arguments against the tool's schema (lax coercion: "3" -> 3).
+
+    Raises:
+        ValueError: with a readable message when they do not fit.
+    """
+    schema: type[BaseModel] | None = tool.metadata.fn_schema
+    if schema is None:
+        return kwargs
+    try:
+        model = schema.model_validate(kwargs)
+    except ValidationError as e:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+            for err in e.errors()
+        )
+        raise ValueError(f"Invalid arguments for {tool.metadata.get_name()}: {problems}") from None
+    return {k: getattr(model, k) for k in kwargs}
+
+
+async def call_tool(tool: BaseTool, kwargs: dict[str, Any], ctx: Any = None) -> Any:
+    """Call a tool and return its raw output (the value later tasks receive)."""
+    if isinstance(tool, FunctionTool) and tool.requires_context and tool.ctx_param_name:
+        kwargs = {**kwargs, tool.ctx_param_name: ctx}
+    if isinstance(tool, AsyncBaseTool):
+        output = await tool.acall(**kwargs)
+    else:
+        output = await asyncio.to_thread(tool.call, **kwargs)
+    raw = output.raw_output
+    if output.is_error:
+        raise RuntimeError(str(output.content))
+    return output.content if raw is None else raw
+
+
+def jsonable(value: Any) -> Any:
+    """The value if it survives JSON (so state and events serialize), else its text."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return value
