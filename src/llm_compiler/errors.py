@@ -40,4 +40,3 @@ class LLMCallError(RunError):
         self.phase = phase
         self.round = round
         self.cause = cause
-

@@ -153,7 +153,7 @@ class _Converter:
             return [self.node(e) for e in node.elts]
         if isinstance(node, ast.Dict):
             out: dict[str, Any] = {}
-            for k, v in zip(node.keys, node.values):
+            for k, v in zip(node.keys, node.values, strict=True):
                 key = self.node(k) if k is not None else None
                 if not isinstance(key, (str, int, float, bool)):
                     return self.source_text(node)
@@ -280,8 +280,10 @@ def parse_task_line(
                 raise PlanLineError(f"Task {task_id} is not of the form tool(arguments): {body!r}")
             tool, rest = m.group(1), m.group(2)
             close, open_brackets = _scan(rest)
-            inner = rest[:close] if close is not None else rest.rstrip() + "".join(
-                reversed(open_brackets)
+            inner = (
+                rest[:close]
+                if close is not None
+                else rest.rstrip() + "".join(reversed(open_brackets))
             )
             args, kwargs = parse_arguments(inner, own_id=task_id, earlier=earlier)
     except PlanLineError as e:

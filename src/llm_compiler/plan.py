@@ -99,9 +99,7 @@ def resolve(value: Any, results: Mapping[int, Any]) -> Any:
     if is_ref(value):
         return results[value[REF]]
     if is_concat(value):
-        return "".join(
-            as_text(results[p[REF]]) if is_ref(p) else str(p) for p in value[CONCAT]
-        )
+        return "".join(as_text(results[p[REF]]) if is_ref(p) else str(p) for p in value[CONCAT])
     if isinstance(value, dict):
         return {k: resolve(v, results) for k, v in value.items()}
     if isinstance(value, list):

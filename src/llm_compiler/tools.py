@@ -97,8 +97,14 @@ def _type_name(prop: Mapping[str, Any]) -> str:
         t = prop["type"]
         if t == "array" and isinstance(prop.get("items"), dict) and "type" in prop["items"]:
             return f"list[{_type_name(prop['items'])}]"
-        return {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
-                "array": "list", "object": "dict"}.get(t, str(t))
+        return {
+            "string": "str",
+            "integer": "int",
+            "number": "float",
+            "boolean": "bool",
+            "array": "list",
+            "object": "dict",
+        }.get(t, str(t))
     if "anyOf" in prop:
         return " | ".join(_type_name(p) or "any" for p in prop["anyOf"])
     return ""
@@ -122,15 +128,19 @@ def bind(task: PlanTask, tool: BaseTool) -> PlanTask:
     if len(task.args) > len(names):
         # One text parameter given several pieces: the planner split a phrase.
         return task.model_copy(
-            update={"error": f"{name} takes {len(names)} argument(s) ({', '.join(names)}) "
-                    f"but {len(task.args)} were given."}
+            update={
+                "error": f"{name} takes {len(names)} argument(s) ({', '.join(names)}) "
+                f"but {len(task.args)} were given."
+            }
         )
-    kwargs.update(zip(names, task.args))
+    kwargs.update(zip(names, task.args, strict=False))
     for key, value in task.kwargs.items():
         if key not in names:
             return task.model_copy(
-                update={"error": f"{name} has no parameter {key!r} "
-                        f"(parameters: {', '.join(names) or 'none'})."}
+                update={
+                    "error": f"{name} has no parameter {key!r} "
+                    f"(parameters: {', '.join(names) or 'none'})."
+                }
             )
         if key in kwargs:
             return task.model_copy(update={"error": f"{name} got {key!r} twice."})

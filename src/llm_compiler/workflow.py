@@ -139,15 +139,23 @@ class LLMCompilerWorkflow(Workflow):
         round = state.round
         tools = [self._registry[n] for n in state.tool_names]
         names = {t.metadata.get_name() for t in tools}
-        args = (tools, state.question, state.transcript, self._records(state),
-                state.next_id(), self.planner_examples)
+        args = (
+            tools,
+            state.question,
+            state.transcript,
+            self._records(state),
+            state.next_id(),
+            self.planner_examples,
+        )
         request = (
             {"messages": prompts.planner_messages(*args)}
             if is_chat(self.llm)
             else {"prompt": prompts.planner_prompt(*args)}
         )
         parser = PlanParser(
-            known_ids=state.tasks, taken_ids=state.taken_ids(), round=round,
+            known_ids=state.tasks,
+            taken_ids=state.taken_ids(),
+            round=round,
             max_tasks=self.max_tasks,
         )
         checked: list[PlanTask] = []
@@ -168,8 +176,13 @@ class LLMCompilerWorkflow(Workflow):
         if tail:
             checked += self._emit_plan(ctx, round, tail, names)
         final = PlanEvent(
-            round=round, tasks=checked, complete=True, thoughts=parser.thoughts,
-            text=parser.text, errors=parser.errors, join_id=parser.join_id,
+            round=round,
+            tasks=checked,
+            complete=True,
+            thoughts=parser.thoughts,
+            text=parser.text,
+            errors=parser.errors,
+            join_id=parser.join_id,
         )
         ctx.write_event_to_stream(final)
         return final
@@ -197,9 +210,14 @@ class LLMCompilerWorkflow(Workflow):
                 if tool_name not in names:
                     names.append(tool_name)
         # A new question starts a fresh DAG; the conversation carries what came before.
-        await ctx.store.set_state(CompilerState(
-            question=question, transcript=list(history), tool_names=names, memory=memory,
-        ))
+        await ctx.store.set_state(
+            CompilerState(
+                question=question,
+                transcript=list(history),
+                tool_names=names,
+                memory=memory,
+            )
+        )
 
     def _emit_plan(
         self, ctx: Context, round: int, tasks: list[PlanTask], names: set[str]
@@ -215,8 +233,9 @@ class LLMCompilerWorkflow(Workflow):
         if task.error is not None:
             return task
         if task.tool not in names:
+            available = ", ".join(sorted(names))
             return task.model_copy(
-                update={"error": f"Unknown tool {task.tool!r}. Available: {', '.join(sorted(names))}."}
+                update={"error": f"Unknown tool {task.tool!r}. Available: {available}."}
             )
         return bind(task, self._registry[task.tool])
 
@@ -225,7 +244,9 @@ class LLMCompilerWorkflow(Workflow):
             return
         ctx.write_event_to_stream(
             AgentStream(
-                delta=delta, response=text, current_agent_name=self.name,
+                delta=delta,
+                response=text,
+                current_agent_name=self.name,
                 raw={"phase": phase, "round": round},
             )
         )
@@ -246,15 +267,22 @@ class LLMCompilerWorkflow(Workflow):
                 record.errors, record.join_id = ev.errors, ev.join_id
                 record.complete = True
         else:
-            sched.settle(ev.task_id, TaskOutcome(
-                output=ev.output, is_error=ev.is_error, skipped=ev.skipped))
+            sched.settle(
+                ev.task_id, TaskOutcome(output=ev.output, is_error=ev.is_error, skipped=ev.skipped)
+            )
         state = sched.state
         await ctx.store.set_state(state)
         now = time.time()
         for task, message, skipped in sched.out.failed:
             result = TaskResult(
-                round=task.round, task_id=task.id, tool_name=task.tool, output=message,
-                is_error=True, skipped=skipped, started_at=now, finished_at=now,
+                round=task.round,
+                task_id=task.id,
+                tool_name=task.tool,
+                output=message,
+                is_error=True,
+                skipped=skipped,
+                started_at=now,
+                finished_at=now,
             )
             ctx.write_event_to_stream(result)
             ctx.send_event(result)
@@ -292,8 +320,13 @@ class LLMCompilerWorkflow(Workflow):
         except Exception as e:
             output, is_error = f"Error: {type(e).__name__}: {e}", True
         result = TaskResult(
-            round=ev.round, task_id=ev.task_id, tool_name=ev.tool_name, output=output,
-            is_error=is_error, started_at=started, finished_at=time.time(),
+            round=ev.round,
+            task_id=ev.task_id,
+            tool_name=ev.tool_name,
+            output=output,
+            is_error=is_error,
+            started_at=started,
+            finished_at=time.time(),
         )
         ctx.write_event_to_stream(result)
         return result
@@ -305,8 +338,7 @@ class LLMCompilerWorkflow(Workflow):
         """Ask the joiner to finish or replan; the last allowed round always finishes."""
         state = await ctx.store.get_state()
         last = state.replans >= self.max_replans
-        args = (state.question, state.transcript, self._records(state), last,
-                self.joiner_examples)
+        args = (state.question, state.transcript, self._records(state), last, self.joiner_examples)
         chat = is_chat(self.llm)
         request = (
             {"messages": prompts.joiner_messages(*args)}
@@ -333,8 +365,9 @@ class LLMCompilerWorkflow(Workflow):
             state.replans += 1
             state.round = ev.round + 1
             await ctx.store.set_state(state)
-            replan = ReplanEvent(round=ev.round + 1, reason=decision.content,
-                                 thought=decision.thought)
+            replan = ReplanEvent(
+                round=ev.round + 1, reason=decision.content, thought=decision.thought
+            )
             ctx.write_event_to_stream(replan)
             return replan
         answer = decision.content
@@ -342,13 +375,17 @@ class LLMCompilerWorkflow(Workflow):
             answer = decision.thought or decision.content
         return StopEvent(result=await self._finish(ctx, state, answer))
 
-    async def _finish(self, ctx: Context[CompilerState], state: CompilerState, answer: str) -> AgentOutput:
+    async def _finish(
+        self, ctx: Context[CompilerState], state: CompilerState, answer: str
+    ) -> AgentOutput:
         message = ChatMessage(role=MessageRole.ASSISTANT, content=answer)
         memory: BaseMemory | None = state.memory
         if memory is not None:
             await memory.aput(message)
         state.transcript = [
-            *state.transcript, ChatMessage(role=MessageRole.USER, content=state.question), message
+            *state.transcript,
+            ChatMessage(role=MessageRole.USER, content=state.question),
+            message,
         ]
         await ctx.store.set_state(state)
         return AgentOutput(
@@ -358,8 +395,11 @@ class LLMCompilerWorkflow(Workflow):
                 "rounds": len(state.rounds),
                 "replans": state.replans,
                 "tasks": {
-                    t.id: {"tool": t.tool, "kwargs": t.kwargs,
-                           **state.outcomes.get(t.id, TaskOutcome()).model_dump()}
+                    t.id: {
+                        "tool": t.tool,
+                        "kwargs": t.kwargs,
+                        **state.outcomes.get(t.id, TaskOutcome()).model_dump(),
+                    }
                     for t in state.tasks.values()
                 },
             },
@@ -375,10 +415,14 @@ class LLMCompilerWorkflow(Workflow):
             for task in state.round_tasks(round):
                 outcome = state.outcomes.get(task.id)
                 lines.append((task.text, None if outcome is None else self._observe(outcome)))
-            out.append(prompts.RoundRecord(
-                plan_lines=lines, errors=record.errors, thought=record.joiner_thought,
-                reason=record.replan_reason,
-            ))
+            out.append(
+                prompts.RoundRecord(
+                    plan_lines=lines,
+                    errors=record.errors,
+                    thought=record.joiner_thought,
+                    reason=record.replan_reason,
+                )
+            )
         return out
 
     def _observe(self, outcome: TaskOutcome) -> str:
