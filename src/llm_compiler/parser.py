@@ -340,6 +340,7 @@ class PlanParser:
         self._earlier: set[int] = set(self.known_ids)
         self._all_known: set[int] = self._earlier | set(self.taken_ids)
         self._buffer = ""
+        self._line_taken = False
         self._thought: list[str] = []
         self.tasks: list[PlanTask] = []
         self.errors: list[str] = []
@@ -360,21 +361,39 @@ class PlanParser:
             end_mark = self._buffer.find(END_OF_PLAN)
             newline = self._buffer.find("\n")
             if newline < 0 and end_mark < 0:
+                out += self._early_call()
                 break
             if end_mark >= 0 and (newline < 0 or end_mark < newline):
                 line, self._buffer = self._buffer[:end_mark], ""
-                out += self._line(line)
+                out += self._take(line)
                 self.done = True
                 break
             line, self._buffer = self._buffer[:newline], self._buffer[newline + 1 :]
-            out += self._line(line)
+            out += self._take(line)
         return out
+
+    def _take(self, line: str) -> list[PlanTask]:
+        if self._line_taken:  # the call on this line was already parsed at its ")"
+            self._line_taken = False
+            return []
+        return self._line(line)
+
+    def _early_call(self) -> list[PlanTask]:
+        """Parse a task line at its closing parenthesis, before the newline arrives."""
+        if self._line_taken:
+            return []
+        m = _TASK_LINE.match(self._buffer.strip())
+        call = _CALL.match(m.group(2)) if m else None
+        if call is None or _scan(call.group(2))[0] is None:
+            return []
+        self._line_taken = True
+        return self._line(self._buffer)
 
     def finish(self) -> list[PlanTask]:
         """Flush the last line at the end of the stream and record plan-level errors."""
         out: list[PlanTask] = []
         if not self.done and self._buffer.strip():
-            out = self._line(self._buffer)
+            out = self._take(self._buffer)
         self._buffer = ""
         self.done = True
         if not self.tasks:
@@ -398,7 +417,7 @@ class PlanParser:
         m = _TASK_LINE.match(stripped)
         if not m:
             return []  # prose around the plan ("Here is the plan:")
-        task_id, body = int(m.group(1)), m.group(2)
+        task_id, body = int(m.group(1)), m.group(2).lstrip("*_ ")
         if task_id in self._all_known:
             self.errors.append(f"Line {stripped!r} reuses task id {task_id}; it was not run.")
             return []
