@@ -13,6 +13,7 @@ from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.tools import FunctionTool
 from workflows import Context
+from workflows.errors import WorkflowCancelledByUser
 
 from llm_compiler import (
     ConfigurationError,
@@ -363,7 +364,7 @@ async def test_cancelling_a_run_cancels_its_tools():
     handler = wf.run(user_msg="q")
     await started.wait()
     await handler.cancel_run()
-    with pytest.raises(BaseException):
+    with pytest.raises(WorkflowCancelledByUser):
         await handler
     await cancelled.wait()
 
