@@ -1,5 +1,6 @@
 """LLMCompiler: parallel function calling as an event-driven LlamaIndex workflow."""
 
+from llm_compiler.agent import LLMCompilerAgent
 from llm_compiler.errors import ConfigurationError, LLMCallError, LLMCompilerError, RunError
 from llm_compiler.events import (
     CompilerStartEvent,
@@ -19,6 +20,7 @@ __all__ = [
     "ConfigurationError",
     "JoinEvent",
     "LLMCallError",
+    "LLMCompilerAgent",
     "LLMCompilerError",
     "LLMCompilerWorkflow",
     "PlanEvent",

@@ -127,9 +127,11 @@ def render_history(rounds: Sequence[RoundRecord]) -> str:
     return "\n".join(out)
 
 
-def planner_system(tools: Sequence[BaseTool], examples: str | None) -> str:
+def planner_system(
+    tools: Sequence[BaseTool], examples: str | None, system_prompt: str | None = None
+) -> str:
     """The planner's instructions, tool list and examples."""
-    text = PLANNER_INSTRUCTIONS.format(
+    text = _preamble(system_prompt) + PLANNER_INSTRUCTIONS.format(
         n_actions=len(tools) + 1,
         actions=render_actions(tools),
         join_number=len(tools) + 1,
@@ -158,10 +160,13 @@ def planner_messages(
     rounds: Sequence[RoundRecord],
     next_id: int,
     examples: str | None = None,
+    system_prompt: str | None = None,
 ) -> list[ChatMessage]:
     """Messages for a chat model."""
     return [
-        ChatMessage(role=MessageRole.SYSTEM, content=planner_system(tools, examples)),
+        ChatMessage(
+            role=MessageRole.SYSTEM, content=planner_system(tools, examples, system_prompt)
+        ),
         *_chat_context(history),
         ChatMessage(role=MessageRole.USER, content=planner_request(question, rounds, next_id)),
     ]
@@ -174,9 +179,10 @@ def planner_prompt(
     rounds: Sequence[RoundRecord],
     next_id: int,
     examples: str | None = None,
+    system_prompt: str | None = None,
 ) -> str:
     """One prompt for a completion model; it ends where the plan should begin."""
-    text = planner_system(tools, examples)
+    text = planner_system(tools, examples, system_prompt)
     if history:
         text += "\nConversation so far:\n" + render_conversation(history) + "\n"
     text += "\n" + planner_request(question, rounds, next_id)
@@ -185,9 +191,11 @@ def planner_prompt(
     return text + "New plan:\n"
 
 
-def joiner_system(last_round: bool, examples: str | None) -> str:
+def joiner_system(last_round: bool, examples: str | None, system_prompt: str | None = None) -> str:
     """The joiner's instructions and examples."""
-    text = JOINER_INSTRUCTIONS.format(last_round=LAST_ROUND_NOTE if last_round else "")
+    text = _preamble(system_prompt) + JOINER_INSTRUCTIONS.format(
+        last_round=LAST_ROUND_NOTE if last_round else ""
+    )
     examples = JOINER_EXAMPLES if examples is None else examples
     if examples:
         text += "\n" + examples.rstrip() + "\n"
@@ -205,10 +213,13 @@ def joiner_messages(
     rounds: Sequence[RoundRecord],
     last_round: bool,
     examples: str | None = None,
+    system_prompt: str | None = None,
 ) -> list[ChatMessage]:
     """Messages for a chat model."""
     return [
-        ChatMessage(role=MessageRole.SYSTEM, content=joiner_system(last_round, examples)),
+        ChatMessage(
+            role=MessageRole.SYSTEM, content=joiner_system(last_round, examples, system_prompt)
+        ),
         *_chat_context(history),
         ChatMessage(role=MessageRole.USER, content=joiner_request(question, rounds)),
     ]
@@ -220,12 +231,17 @@ def joiner_prompt(
     rounds: Sequence[RoundRecord],
     last_round: bool,
     examples: str | None = None,
+    system_prompt: str | None = None,
 ) -> str:
     """One prompt for a completion model; it ends where the Thought should begin."""
-    text = joiner_system(last_round, examples)
+    text = joiner_system(last_round, examples, system_prompt)
     if history:
         text += "\nConversation so far:\n" + render_conversation(history) + "\n"
     return text + "\n" + joiner_request(question, rounds) + "Thought:"
+
+
+def _preamble(system_prompt: str | None) -> str:
+    return f"{system_prompt.strip()}\n\n" if system_prompt and system_prompt.strip() else ""
 
 
 def render_conversation(history: Sequence[ChatMessage]) -> str:

@@ -81,7 +81,10 @@ def signature(tool: BaseTool) -> str:
     name = tool.metadata.get_name()
     if schema is None:
         return f"{name}(input: str)"
-    props = schema.model_json_schema().get("properties", {})
+    try:
+        props = schema.model_json_schema().get("properties", {})
+    except Exception:  # a schema with unresolved annotations still has field names
+        props = {}
     parts = []
     for pname, field in schema.model_fields.items():
         typ = _type_name(props.get(pname, {}))

@@ -45,12 +45,22 @@ from llm_compiler.events import (
     TaskResult,
 )
 from llm_compiler.parser import END_OF_PLAN, PlanParser, parse_joiner_output
-from llm_compiler.plan import PlanTask
+from llm_compiler.plan import PlanTask, resolve
 from llm_compiler.state import CompilerState, TaskOutcome
 from llm_compiler.tools import ToolLike, bind, call_tool, jsonable, tool_map, validate_arguments
 
 #: Most tool calls one run executes at once; ``max_concurrency`` can only lower it.
 MAX_PARALLEL_TOOLS = 64
+_THREADS: ThreadPoolExecutor | None = None
+
+
+def _tool_threads() -> ThreadPoolExecutor:
+    """The thread pool for sync tools, shared by all workflows (threads start on demand)."""
+    global _THREADS
+    if _THREADS is None:
+        _THREADS = ThreadPoolExecutor(MAX_PARALLEL_TOOLS, thread_name_prefix="llm-compiler-tool")
+    return _THREADS
+
 
 PLAN_STOP = (END_OF_PLAN, "\n###", "\nQuestion:")
 JOIN_STOP = ("\n###", "\nQuestion:", "<END_OF_RESPONSE>")
@@ -80,6 +90,7 @@ class LLMCompilerWorkflow(Workflow):
         timeout: The workflow's own timeout in seconds (None: none).
         tool_context: Passed to tools that take a ``Context`` (default: the run's own).
         stream_tokens: Stream planner and joiner tokens as ``AgentStream`` events.
+        system_prompt: Extra instructions put before the planner's and joiner's own.
     """
 
     def __init__(
@@ -99,6 +110,7 @@ class LLMCompilerWorkflow(Workflow):
         timeout: float | None = 600.0,
         tool_context: Any = None,
         stream_tokens: bool = True,
+        system_prompt: str | None = None,
         **workflow_kwargs: Any,
     ) -> None:
         super().__init__(timeout=timeout, **workflow_kwargs)
@@ -108,10 +120,7 @@ class LLMCompilerWorkflow(Workflow):
             raise ConfigurationError("max_concurrency must be at least 1 (or None).")
         if not tools and tool_retriever is None:
             raise ConfigurationError("Give tools=[...] or a tool_retriever.")
-        self._executor = ThreadPoolExecutor(
-            max_workers=MAX_PARALLEL_TOOLS, thread_name_prefix="llm-compiler-tool"
-        )
-        self.tools = tool_map(tools, self._executor)
+        self.tools = tool_map(tools, _tool_threads())
         self._registry: dict[str, BaseTool] = dict(self.tools)
         self.llm = llm or Settings.llm
         self.max_replans = max_replans
@@ -125,6 +134,7 @@ class LLMCompilerWorkflow(Workflow):
         self.name = name
         self.tool_context = tool_context
         self.stream_tokens = stream_tokens
+        self.system_prompt = system_prompt
 
     # ------------------------------------------------------------------ planner
 
@@ -146,6 +156,7 @@ class LLMCompilerWorkflow(Workflow):
             self._records(state),
             state.next_id(),
             self.planner_examples,
+            self.system_prompt,
         )
         request = (
             {"messages": prompts.planner_messages(*args)}
@@ -335,10 +346,25 @@ class LLMCompilerWorkflow(Workflow):
 
     @step
     async def join(self, ctx: Context[CompilerState], ev: JoinEvent) -> StopEvent | ReplanEvent:
-        """Ask the joiner to finish or replan; the last allowed round always finishes."""
+        """Ask the joiner to finish or replan; the last allowed round always finishes.
+
+        A task whose tool is ``return_direct`` ends the run with its output instead.
+        """
         state = await ctx.store.get_state()
+        direct = self._return_direct(state, ev.round)
+        if direct is not None:
+            output = state.outcomes[direct.id].output
+            answer = output if isinstance(output, str) else str(output)
+            return StopEvent(result=await self._finish(ctx, state, answer, direct))
         last = state.replans >= self.max_replans
-        args = (state.question, state.transcript, self._records(state), last, self.joiner_examples)
+        args = (
+            state.question,
+            state.transcript,
+            self._records(state),
+            last,
+            self.joiner_examples,
+            self.system_prompt,
+        )
         chat = is_chat(self.llm)
         request = (
             {"messages": prompts.joiner_messages(*args)}
@@ -375,8 +401,20 @@ class LLMCompilerWorkflow(Workflow):
             answer = decision.thought or decision.content
         return StopEvent(result=await self._finish(ctx, state, answer))
 
+    def _return_direct(self, state: CompilerState, round: int) -> PlanTask | None:
+        for task in state.round_tasks(round):
+            tool = self._registry.get(task.tool)
+            outcome = state.outcomes.get(task.id)
+            if tool and tool.metadata.return_direct and outcome and not outcome.is_error:
+                return task
+        return None
+
     async def _finish(
-        self, ctx: Context[CompilerState], state: CompilerState, answer: str
+        self,
+        ctx: Context[CompilerState],
+        state: CompilerState,
+        answer: str,
+        direct: PlanTask | None = None,
     ) -> AgentOutput:
         message = ChatMessage(role=MessageRole.ASSISTANT, content=answer)
         memory: BaseMemory | None = state.memory
@@ -401,6 +439,15 @@ class LLMCompilerWorkflow(Workflow):
                         **state.outcomes.get(t.id, TaskOutcome()).model_dump(),
                     }
                     for t in state.tasks.values()
+                },
+                "return_direct": None
+                if direct is None
+                else {
+                    "task_id": direct.id,
+                    "tool": direct.tool,
+                    "kwargs": resolve(
+                        direct.kwargs, {d: state.outcomes[d].output for d in direct.deps}
+                    ),
                 },
             },
         )
