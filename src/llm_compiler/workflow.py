@@ -206,7 +206,7 @@ class LLMCompilerWorkflow(Workflow):
             question = question.content or ""
         if not question:
             raise ConfigurationError("run() needs a non-empty user_msg.")
-        memory = ev.memory or state.memory
+        memory = ev.memory if ev.memory is not None else state.memory
         if memory is None:
             memory = ChatMemoryBuffer.from_defaults(chat_history=list(state.transcript))
         if ev.chat_history is not None:

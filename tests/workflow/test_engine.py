@@ -524,3 +524,34 @@ async def test_a_plan_of_hundreds_of_tasks_runs_with_small_overhead():
     elapsed = time.perf_counter() - started
     assert sorted(e.output for e in of(events, TaskResult)) == [2.0 * i for i in range(1, n + 1)]
     assert elapsed / n < 0.02  # generous: measured overhead is reported by `make bench`
+
+
+async def test_a_mid_run_snapshot_resumes_in_a_new_context():
+    import json
+
+    release, started = asyncio.Event(), asyncio.Event()
+    calls = []
+
+    async def slow(x: str) -> str:
+        """Slow until released."""
+        calls.append(x)
+        started.set()
+        await release.wait()
+        return x.upper()
+
+    plan = '1. slow("a")\n2. slow("b")\n3. slow($1)\n4. join()'
+    wf = LLMCompilerWorkflow(
+        tools=[slow], llm=ScriptedLLM([plan, FINISH.format("resumed")]), timeout=20
+    )
+    handler = wf.run(user_msg="q")
+    await started.wait()
+    snapshot = json.loads(json.dumps(handler.ctx.to_dict()))
+    await handler.cancel_run()
+    with pytest.raises(WorkflowCancelledByUser):
+        await handler
+    release.set()
+    resumed = wf.run(ctx=Context.from_dict(wf, snapshot))
+    assert str(await resumed) == "resumed"
+    assert calls.count("A") == 1  # task 3 ran once, after the resumed task 1
+    state = await resumed.ctx.store.get_state()
+    assert state.outcomes[3].output == "A"
