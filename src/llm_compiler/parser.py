@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from llm_compiler.plan import CONCAT, JOIN_TOOL, PlanTask, iter_refs, ref
+from llm_compiler.plan import CONCAT, JOIN_TOOL, PlanTask, iter_refs, ref, render_call
 
 END_OF_PLAN = "<END_OF_PLAN>"
 
@@ -104,38 +104,50 @@ def _replace_bare_refs(text: str) -> str:
 class _Converter:
     """Turns an argument AST into JSON-safe values with references."""
 
-    def __init__(self, own_id: int, earlier: set[int], source: str) -> None:
+    def __init__(
+        self,
+        own_id: int,
+        earlier: set[int],
+        source: str,
+        alias: dict[int, int] | None = None,
+        written_id: int | None = None,
+    ) -> None:
         self.own_id = own_id
         self.earlier = earlier
         self.source = source
+        self.alias = alias or {}
+        self.written_id = own_id if written_id is None else written_id
 
-    def is_ref(self, n: int, explicit: bool) -> bool:
-        if n == self.own_id:
-            raise PlanLineError(f"Task {n} references itself (${n}).")
+    def is_ref(self, n: int, explicit: bool) -> int | None:
+        """The task id `$n` refers to, or None when it is just text."""
+        if n == self.written_id:
+            raise PlanLineError(f"Task {self.own_id} references itself (${n}).")
+        if n in self.alias:
+            return self.alias[n]
         if n in self.earlier:
-            return True
+            return n
         if explicit:
             raise PlanLineError(
                 f"Task {self.own_id} references task {n}, which is not an earlier task."
             )
-        return False
+        return None
 
     def text(self, s: str, explicit: bool = False) -> Any:
         """A string literal: a whole reference, a template, or plain text."""
         whole = _WHOLE_REF.match(s.strip())
         if whole:
             n = int(whole.group(1) or whole.group(2))
-            if self.is_ref(n, explicit or whole.group(1) is not None):
-                return ref(n)
-            return s
+            target = self.is_ref(n, explicit or whole.group(1) is not None)
+            return s if target is None else ref(target)
         parts: list[Any] = []
         pos = 0
         for m in _TEXT_REF.finditer(s):
             n = int(m.group(1) or m.group(2))
-            if not self.is_ref(n, explicit or m.group(1) is not None):
+            target = self.is_ref(n, explicit or m.group(1) is not None)
+            if target is None:
                 continue
             parts.append(s[pos : m.start()])
-            parts.append(ref(n))
+            parts.append(ref(target))
             pos = m.end()
         if not parts:
             return s
@@ -171,9 +183,9 @@ class _Converter:
         if isinstance(node, ast.Name):
             m = _PLACEHOLDER.match(node.id)
             if m:
-                n = int(m.group(1))
-                self.is_ref(n, explicit=True)
-                return ref(n)
+                target = self.is_ref(int(m.group(1)), explicit=True)
+                assert target is not None  # explicit references raise instead
+                return ref(target)
             return node.id  # a bare word: search(Rosetta)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self.node(node.left), self.node(node.right)
@@ -211,14 +223,21 @@ def _concat(parts: Iterable[Any]) -> Any:
 
 
 def parse_arguments(
-    text: str, *, own_id: int, earlier: Iterable[int]
+    text: str,
+    *,
+    own_id: int,
+    earlier: Iterable[int],
+    alias: dict[int, int] | None = None,
+    written_id: int | None = None,
 ) -> tuple[list[Any], dict[str, Any]]:
     """Parse the inside of ``tool(...)`` into positional and keyword arguments.
 
     Accepts Python-literal syntax, unquoted text (``search(In Cold Blood)``), and
-    ``$N``/``${N}`` references anywhere. Raises PlanLineError for invalid references.
+    ``$N``/``${N}`` references anywhere. `alias` maps ids as the planner wrote them to
+    the ids they were renumbered to (`written_id` is this task's). Raises PlanLineError
+    for invalid references.
     """
-    conv = _Converter(own_id, set(earlier), "")
+    conv = _Converter(own_id, set(earlier), "", alias, written_id)
     if not text.strip():
         return [], {}
     prepared = _replace_bare_refs(text)
@@ -259,11 +278,19 @@ def _json_value(conv: _Converter, value: Any) -> Any:
 
 
 def parse_task_line(
-    task_id: int, body: str, *, earlier: Iterable[int], round: int = 0, thought: str | None = None
+    task_id: int,
+    body: str,
+    *,
+    earlier: Iterable[int],
+    round: int = 0,
+    thought: str | None = None,
+    alias: dict[int, int] | None = None,
+    written_id: int | None = None,
 ) -> PlanTask:
     """Parse the part of a plan line after ``N.``; never raises.
 
-    A line that cannot run comes back with `error` set.
+    A line that cannot run comes back with `error` set. `alias` and `written_id` are for
+    a renumbered plan (see :class:`PlanParser`).
     """
     body = body.replace(END_OF_PLAN, "").strip()
     text = f"{task_id}. {body}"
@@ -273,7 +300,7 @@ def parse_task_line(
         if _JOIN.match(body):
             return PlanTask(tool=JOIN_TOOL, **base)
         if body.startswith("{"):
-            tool, args, kwargs = _parse_json_call(body, task_id, earlier)
+            tool, args, kwargs = _parse_json_call(body, task_id, earlier, alias, written_id)
         else:
             m = _CALL.match(body)
             if not m:
@@ -285,11 +312,16 @@ def parse_task_line(
                 if close is not None
                 else rest.rstrip() + "".join(reversed(open_brackets))
             )
-            args, kwargs = parse_arguments(inner, own_id=task_id, earlier=earlier)
+            args, kwargs = parse_arguments(
+                inner, own_id=task_id, earlier=earlier, alias=alias, written_id=written_id
+            )
     except PlanLineError as e:
         return PlanTask(tool=_guess_tool(body), error=str(e), **base)
     deps = sorted(set(iter_refs(args)) | set(iter_refs(kwargs)))
-    return PlanTask(tool=tool, args=args, kwargs=kwargs, deps=deps, **base)
+    task = PlanTask(tool=tool, args=args, kwargs=kwargs, deps=deps, **base)
+    if alias:  # show the line with the ids it runs under
+        task.text = f"{task_id}. {render_call(task)}"
+    return task
 
 
 def _guess_tool(body: str) -> str:
@@ -297,12 +329,18 @@ def _guess_tool(body: str) -> str:
     return m.group(1) if m else "?"
 
 
-def _parse_json_call(body: str, task_id: int, earlier: set[int]) -> tuple[str, list, dict]:
+def _parse_json_call(
+    body: str,
+    task_id: int,
+    earlier: set[int],
+    alias: dict[int, int] | None = None,
+    written_id: int | None = None,
+) -> tuple[str, list, dict]:
     try:
         obj, _ = json.JSONDecoder().raw_decode(body)
     except json.JSONDecodeError as e:
         raise PlanLineError(f"Task {task_id} is not valid JSON: {e.msg}.") from None
-    conv = _Converter(task_id, earlier, "")
+    conv = _Converter(task_id, earlier, "", alias, written_id)
     if isinstance(obj, dict) and "tool" in obj and isinstance(obj["tool"], str):
         name, payload = obj["tool"], obj.get("args", obj.get("arguments", {}))
     elif isinstance(obj, dict) and len(obj) == 1:
@@ -324,6 +362,11 @@ class PlanParser:
     ``join()``, ``<END_OF_PLAN>``, a line that starts a new example (``Question:``),
     or `max_tasks` tasks; then `done` is true and further text is ignored.
 
+    A replan must continue the numbering. Small models often restart at 1: when the first
+    task of a replan reuses a taken id, the whole plan is renumbered from the next free
+    id, and its references to its own earlier lines follow (a ``$n`` that names no line of
+    the new plan still means task n of an earlier round).
+
     Attributes:
         known_ids: Task ids of earlier rounds (valid reference targets).
         taken_ids: Other ids a new task may not reuse (earlier ``join()`` lines).
@@ -339,6 +382,8 @@ class PlanParser:
     def __post_init__(self) -> None:
         self._earlier: set[int] = set(self.known_ids)
         self._all_known: set[int] = self._earlier | set(self.taken_ids)
+        self._offset: int | None = None if self._all_known else 0
+        self._alias: dict[int, int] = {}
         self._buffer = ""
         self._line_taken = False
         self._thought: list[str] = []
@@ -417,15 +462,28 @@ class PlanParser:
         m = _TASK_LINE.match(stripped)
         if not m:
             return []  # prose around the plan ("Here is the plan:")
-        task_id, body = int(m.group(1)), m.group(2).lstrip("*_ ")
+        written, body = int(m.group(1)), m.group(2).lstrip("*_ ")
+        if self._offset is None:
+            first_free = max(self._all_known) + 1
+            self._offset = first_free - written if written in self._all_known else 0
+        task_id = written + self._offset
         if task_id in self._all_known:
             self.errors.append(f"Line {stripped!r} reuses task id {task_id}; it was not run.")
             return []
         thought_text = " ".join(self._thought) or None
         self._thought = []
+        renumbered = self._offset != 0
         task = parse_task_line(
-            task_id, body, earlier=self._earlier, round=self.round, thought=thought_text
+            task_id,
+            body,
+            earlier=self._earlier,
+            round=self.round,
+            thought=thought_text,
+            alias=self._alias if renumbered else None,
+            written_id=written,
         )
+        if renumbered:
+            self._alias[written] = task_id
         if task.is_join:
             self.joined, self.join_id, self.done = True, task_id, True
             self._all_known.add(task_id)

@@ -172,8 +172,22 @@ def test_replan_continues_numbering_and_may_reference_earlier_rounds():
     t5, t6 = parser.tasks
     assert t5.deps == [2] and t5.round == 1 and t5.error is None
     assert "task 4, which is not an earlier task" in t6.error
-    parser = parse_plan('3. s("x")\n4. join()', known_ids=[1, 2], taken_ids=[3])
-    assert "reuses task id 3" in parser.errors[0]
+    parser = parse_plan('3. s("x")\n4. s("y")\n4. join()', known_ids=[1, 2], taken_ids=[3])
+    assert [t.id for t in parser.tasks] == [4, 5]  # restarted at a taken id: renumbered
+    assert "reuses task id 5" in parser.errors[0]
+
+
+def test_a_replan_that_restarts_numbering_is_renumbered_with_its_references():
+    plan = '1. s("a")\n2. s($1, $2)\n3. s($1, "${2} and $10")\n4. join()'
+    parser = parse_plan(plan, known_ids=[1, 2], taken_ids=[3], round=1)
+    t4, t5, t6 = parser.tasks
+    assert (t4.id, t5.id, t6.id, parser.join_id) == (4, 5, 6, 7)
+    assert t5.error == "Task 5 references itself ($2)."
+    assert t6.deps == [4, 5]  # $1 and $2 are the new plan's own lines 1 and 2
+    assert t6.args == [ref(4), {"$concat": [ref(5), " and $10"]}]
+    assert t6.text == "6. s($4, '${5} and $10')"
+    parser = parse_plan("1. s($2)\n2. join()", known_ids=[1, 2], taken_ids=[3], round=1)
+    assert parser.tasks[0].id == 4 and parser.tasks[0].deps == [2]  # no new line 2: old task
 
 
 def test_markdown_and_prose_around_the_plan():
