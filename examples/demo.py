@@ -1,0 +1,131 @@
+"""Answer a question with parallel tool calls, showing the compiler's events live.
+
+Run: ``make demo`` (or ``.venv/bin/python examples/demo.py "your question"``).
+
+The model comes from the environment (``llm_compiler.llms.resolve_llm``): OpenAI with
+``OPENAI_API_KEY``, any OpenAI-compatible server with ``LLM_COMPILER_API_BASE``, else the
+embedded Gemma 3 270M on a local llama.cpp server that this script starts and stops. The
+tools are offline: a small encyclopedia and a calculator (``demo_tools.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+
+from llama_index.core.agent.workflow import AgentStream
+
+import demo_tools
+from llm_compiler import (
+    JoinEvent,
+    LLMCompilerError,
+    LLMCompilerWorkflow,
+    PlanEvent,
+    ReplanEvent,
+    TaskReady,
+    TaskResult,
+)
+from llm_compiler.llms import resolve_llm
+from llm_compiler.plan import render_call
+
+QUESTION = "How much higher is Mount Everest than Kilimanjaro?"
+# A lookup takes as long as a web search API would, so independent lookups overlap even
+# while a slow local model is still writing the plan.
+demo_tools.LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "1.5"))
+
+
+class Printer:
+    """Prints events as they arrive, stamped with seconds since the start."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.first_start: float | None = None
+        self.plan_done: float | None = None
+        self.spans: list[tuple[float, float]] = []
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def say(self, text: str) -> None:
+        print(f"[{self.now():6.2f}s] {text}", flush=True)
+
+    def event(self, ev: object) -> None:  # noqa: C901 - one branch per event type
+        if isinstance(ev, PlanEvent) and not ev.complete:
+            for task in ev.tasks:
+                note = f"   !! {task.error}" if task.error else ""
+                self.say(f"plan   {task.text}{note}")
+        elif isinstance(ev, PlanEvent):
+            if self.plan_done is None:
+                self.plan_done = self.now()
+            extra = "".join(f"\n           plan error: {e}" for e in ev.errors)
+            self.say(f"plan complete: {len(ev.tasks)} task(s) in round {ev.round}{extra}")
+        elif isinstance(ev, TaskReady):
+            if self.first_start is None:
+                self.first_start = self.now()
+            args = ", ".join(f"{k}={v!r}" for k, v in ev.args.items())
+            self.say(f"start  {ev.task_id}. {ev.tool_name}({args})")
+        elif isinstance(ev, TaskResult):
+            status = "skipped" if ev.skipped else "error" if ev.is_error else "done"
+            if ev.duration:
+                self.spans.append((ev.started_at, ev.finished_at))
+            self.say(f"{status:6} {ev.task_id}. in {ev.duration:.2f}s -> {str(ev.output)[:90]}")
+        elif isinstance(ev, JoinEvent):
+            self.say(f"join   round {ev.round}: the joiner reads the observations")
+        elif isinstance(ev, ReplanEvent):
+            self.say(f"replan round {ev.round}: {ev.reason}")
+
+    def parallelism(self) -> int:
+        """The most tool calls that overlapped in time."""
+        marks = sorted([(s, 1) for s, _ in self.spans] + [(e, -1) for _, e in self.spans])
+        best = level = 0
+        for _, step in marks:
+            level += step
+            best = max(best, level)
+        return best
+
+
+async def main(question: str) -> int:
+    resolved = resolve_llm()
+    print(f"model: {resolved.description}")
+    async with resolved as llm:
+        workflow = LLMCompilerWorkflow(
+            tools=demo_tools.TOOLS,
+            llm=llm,
+            max_replans=1,
+            tool_timeout=10,
+            planner_examples=demo_tools.PLANNER_EXAMPLES,
+            joiner_examples=demo_tools.JOINER_EXAMPLES,
+            timeout=300,
+        )
+        print(f"question: {question}")
+        printer = Printer()
+        printer.say("planning (round 0)")
+        handler = workflow.run(user_msg=question)
+        async for ev in handler.stream_events():
+            if not isinstance(ev, AgentStream):
+                printer.event(ev)
+        result = await handler
+    print(f"\nanswer: {result}")
+    state = await handler.ctx.store.get_state()
+    tasks = ", ".join(render_call(t) for t in state.tasks.values()) or "none"
+    print(f"tasks: {tasks}")
+    summary = f"total {printer.now():.1f}s; up to {printer.parallelism()} tool calls at once"
+    if printer.first_start is not None and printer.plan_done is not None:
+        summary += (
+            f"; first task started at {printer.first_start:.2f}s, "
+            f"plan finished at {printer.plan_done:.2f}s"
+        )
+    print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(asyncio.run(main(" ".join(sys.argv[1:]) or QUESTION)))
+    except LLMCompilerError as e:
+        print(f"error: {e.message}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
