@@ -30,7 +30,7 @@ from llm_compiler import (
 from llm_compiler.llms import resolve_llm
 from llm_compiler.plan import render_call
 
-QUESTION = "How much higher is Mount Everest than Kilimanjaro?"
+QUESTION = "What are the capitals of France and Japan?"
 # A lookup takes as long as a web search API would, so independent lookups overlap even
 # while a slow local model is still writing the plan.
 demo_tools.LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "1.5"))

@@ -191,10 +191,10 @@ Action: Finish(Mont Blanc is 328 m higher than the Matterhorn.)
 ###
 Question: What are the capitals of Italy and Spain?
 1. search("Italy")
-Observation: Country in Southern Europe. Capital: Rome.
+Observation: Italy: Country in Southern Europe. Capital: Rome.
 2. search("Spain")
-Observation: Error: no entry for 'Spain'.
-Thought: I know the capital of Italy but the search for Spain failed.
-Action: Replan(Look up Spain again under another name.)
+Observation: Spain: Country in Southwestern Europe. Capital: Madrid.
+Thought: Both observations name the capital.
+Action: Finish(The capital of Italy is Rome and the capital of Spain is Madrid.)
 ###
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Sequence
 
 from llama_index.core.llms import LLM, ChatMessage
@@ -17,11 +18,12 @@ def is_chat(llm: LLM) -> bool:
 
 def _stop_kwargs(llm: LLM, stop: Sequence[str]) -> dict[str, list[str]]:
     # Only OpenAI-protocol clients are known to accept `stop`; elsewhere we cut client-side.
-    try:
-        from llama_index.llms.openai import OpenAI
-    except ImportError:  # pragma: no cover - a declared dependency
-        return {}
-    return {"stop": list(stop)[:4]} if stop and isinstance(llm, OpenAI) else {}
+    # An OpenAI instance means its module is loaded: look it up rather than import it (1 s).
+    module = sys.modules.get("llama_index.llms.openai")
+    openai_cls = getattr(module, "OpenAI", None)
+    if stop and openai_cls is not None and isinstance(llm, openai_cls):
+        return {"stop": list(stop)[:4]}
+    return {}
 
 
 async def stream_text(

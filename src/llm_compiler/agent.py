@@ -154,7 +154,11 @@ def _split(messages: list[ChatMessage]) -> tuple[str, list[ChatMessage]]:
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].role == MessageRole.USER and messages[i].content:
             history = [m for m in messages[:i] if m.role != MessageRole.SYSTEM]
-            later = [m for m in messages[i + 1 :] if m.content and m.role != MessageRole.SYSTEM]
+            later = [
+                m
+                for m in messages[i + 1 :]
+                if m.content and m.role not in (MessageRole.SYSTEM, MessageRole.TOOL)
+            ]
             question = messages[i].content or ""
             if later:  # e.g. another agent's work after the question: keep it as context
                 question += "\n" + "\n".join(f"{m.role.value}: {m.content}" for m in later)
