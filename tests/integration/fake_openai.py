@@ -12,6 +12,11 @@ Faults are armed for the next requests: :meth:`FakeOpenAI.fail_next` answers HTT
 :meth:`FakeOpenAI.cut_next` drops the connection mid-stream, :meth:`FakeOpenAI.stall_next`
 holds the request (until ``close()``) without answering.
 
+A reply can also be *held* until the test says so: ``Reply(hold_after=2, hold=event)``
+sends two deltas, then waits until the ``threading.Event`` `event` is set (say, by a tool
+that runs while the plan still streams) and sends the rest. :attr:`Reply.reached` is set
+when the hold point is reached.
+
 Example::
 
     with FakeOpenAI() as fake:
@@ -48,6 +53,13 @@ class Reply:
             no final chunk terminator).
         stall_after: Streamed deltas to send before holding the request unanswered
             until the server closes (``STALL_AT_ONCE``: before the headers).
+        hold_after: Streamed deltas to send before waiting for `hold` (a non-streamed
+            answer waits before it is sent); then the answer goes on (or is cut or stalls,
+            if `cut_after` / `stall_after` say so at that point). ``close()`` ends a hold by
+            dropping the connection.
+        hold: The ``threading.Event`` a hold waits for; required with `hold_after`.
+        reached: Set by the server when the hold point is reached (for tests that need
+            to know the stream is being held).
     """
 
     text: str = ""
@@ -55,6 +67,13 @@ class Reply:
     status: int = 200
     cut_after: int | None = None
     stall_after: int | None = None
+    hold_after: int | None = None
+    hold: threading.Event | None = None
+    reached: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        if self.hold_after is not None and self.hold is None:
+            raise ValueError("Reply(hold_after=...) needs hold=threading.Event()")
 
 
 Responder = Callable[[dict[str, Any]], "str | Reply"]
@@ -247,6 +266,10 @@ class FakeOpenAI:
 
 
 class _Server(ThreadingHTTPServer):
+    # The default backlog (5) drops the SYNs of a burst of concurrent clients, which then
+    # retry only after a 1 s TCP timeout.
+    request_queue_size = 128
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Stay quiet when a client drops its connection (timeouts, cut streams)."""
         if not isinstance(sys.exc_info()[1], ConnectionError):
@@ -278,7 +301,7 @@ class _Handler(BaseHTTPRequestHandler):
         text, _ = apply_stop(reply.text, body.get("stop"))
         if body.get("stream"):
             self._stream(body, reply, text)
-        else:
+        elif reply.hold_after is None or self._hold(reply):
             self._send_json(200, self._full(body, text))
 
     def do_GET(self) -> None:
@@ -288,6 +311,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
     # -- helpers -----------------------------------------------------------------------
+
+    def _hold(self, reply: Reply) -> bool:
+        """Wait for ``reply.hold``; False (connection dropped) if the server closes first."""
+        assert reply.hold is not None
+        reply.reached.set()
+        while not reply.hold.wait(0.05):  # the server thread polls for close()
+            if self.fake._closing.is_set():
+                self._drop()
+                return False
+        return True
 
     def _stall(self) -> None:
         self.fake._closing.wait(60)
@@ -331,15 +364,20 @@ class _Handler(BaseHTTPRequestHandler):
         if chat:
             self._event(_chunk(body, chat, {"role": "assistant", "content": ""}))
         size = max(1, reply.chunk_size)
-        for n, i in enumerate(range(0, len(text), size)):
+        pieces = [text[i : i + size] for i in range(0, len(text), size)]
+        for n, piece in enumerate(pieces):
+            if n == reply.hold_after and not self._hold(reply):
+                return
             if reply.cut_after is not None and n >= reply.cut_after:
                 self._drop()
                 return
             if reply.stall_after is not None and n >= reply.stall_after:
                 self._stall()
                 return
-            piece = text[i : i + size]
             self._event(_chunk(body, chat, {"content": piece} if chat else piece))
+        if reply.hold_after is not None and reply.hold_after >= len(pieces):
+            if not self._hold(reply):  # hold after the last delta, before the end
+                return
         if reply.cut_after is not None:
             self._drop()
             return
