@@ -132,117 +132,91 @@ def render_history(rounds: Sequence[RoundRecord]) -> str:
     return "\n".join(out)
 
 
-def planner_system(
-    tools: Sequence[BaseTool], examples: str | None, system_prompt: str | None = None
-) -> str:
-    """The planner's instructions, tool list and examples."""
-    text = _preamble(system_prompt) + PLANNER_INSTRUCTIONS.format(
-        n_actions=len(tools) + 1,
-        actions=render_actions(tools),
-        join_number=len(tools) + 1,
-        end="<END_OF_PLAN>",
-    )
-    examples = PLANNER_EXAMPLES if examples is None else examples
-    if examples:
+@dataclass(frozen=True)
+class PlannerInput:
+    """Everything the planner prompt is built from."""
+
+    tools: Sequence[BaseTool]
+    question: str
+    history: Sequence[ChatMessage] = ()
+    rounds: Sequence[RoundRecord] = ()
+    next_id: int = 1
+    examples: str | None = None
+    system_prompt: str | None = None
+
+    def system(self) -> str:
+        """The instructions, the tool list and the examples."""
+        text = _preamble(self.system_prompt) + PLANNER_INSTRUCTIONS.format(
+            n_actions=len(self.tools) + 1,
+            actions=render_actions(self.tools),
+            join_number=len(self.tools) + 1,
+            end="<END_OF_PLAN>",
+        )
+        examples = PLANNER_EXAMPLES if self.examples is None else self.examples
         if examples is PLANNER_EXAMPLES:
             text += "\n" + EXAMPLE_NOTE
-        text += "\n" + examples.rstrip() + "\n"
-    return text
+        return text + ("\n" + examples.rstrip() + "\n" if examples else "")
 
-
-def planner_request(question: str, rounds: Sequence[RoundRecord], next_id: int) -> str:
-    """The user turn: the question, plus earlier rounds on a replan."""
-    text = f"Question: {question}\n"
-    if rounds:
-        text += render_history(rounds) + "\n" + REPLAN_NOTE.format(next_id=next_id)
-    return text
-
-
-def planner_messages(
-    tools: Sequence[BaseTool],
-    question: str,
-    history: Sequence[ChatMessage],
-    rounds: Sequence[RoundRecord],
-    next_id: int,
-    examples: str | None = None,
-    system_prompt: str | None = None,
-) -> list[ChatMessage]:
-    """Messages for a chat model."""
-    return [
-        ChatMessage(
-            role=MessageRole.SYSTEM, content=planner_system(tools, examples, system_prompt)
-        ),
-        *_chat_context(history),
-        ChatMessage(role=MessageRole.USER, content=planner_request(question, rounds, next_id)),
-    ]
-
-
-def planner_prompt(
-    tools: Sequence[BaseTool],
-    question: str,
-    history: Sequence[ChatMessage],
-    rounds: Sequence[RoundRecord],
-    next_id: int,
-    examples: str | None = None,
-    system_prompt: str | None = None,
-) -> str:
-    """One prompt for a completion model; it ends where the plan should begin."""
-    text = planner_system(tools, examples, system_prompt)
-    if history:
-        text += "\nConversation so far:\n" + render_conversation(history) + "\n"
-    text += "\n" + planner_request(question, rounds, next_id)
-    if not rounds:
+    def request(self) -> str:
+        """The question, plus the earlier rounds on a replan."""
+        text = f"Question: {self.question}\n"
+        if self.rounds:
+            text += render_history(self.rounds) + "\n" + REPLAN_NOTE.format(next_id=self.next_id)
         return text
-    return text + "New plan:\n"
+
+    def messages(self) -> list[ChatMessage]:
+        """Messages for a chat model."""
+        return _messages(self.system(), self.history, self.request())
+
+    def prompt(self) -> str:
+        """One prompt for a completion model; it ends where the plan should begin."""
+        text = _completion_prompt(self.system(), self.history, self.request())
+        return text + "New plan:\n" if self.rounds else text
 
 
-def joiner_system(last_round: bool, examples: str | None, system_prompt: str | None = None) -> str:
-    """The joiner's instructions and examples."""
-    text = _preamble(system_prompt) + JOINER_INSTRUCTIONS.format(
-        last_round=LAST_ROUND_NOTE if last_round else ""
-    )
-    examples = JOINER_EXAMPLES if examples is None else examples
-    if examples:
-        text += "\n" + examples.rstrip() + "\n"
-    return text
+@dataclass(frozen=True)
+class JoinerInput:
+    """Everything the joiner prompt is built from."""
+
+    question: str
+    history: Sequence[ChatMessage] = ()
+    rounds: Sequence[RoundRecord] = ()
+    last_round: bool = False
+    examples: str | None = None
+    system_prompt: str | None = None
+
+    def system(self) -> str:
+        """The instructions and the examples."""
+        note = LAST_ROUND_NOTE if self.last_round else ""
+        text = _preamble(self.system_prompt) + JOINER_INSTRUCTIONS.format(last_round=note)
+        examples = JOINER_EXAMPLES if self.examples is None else self.examples
+        return text + ("\n" + examples.rstrip() + "\n" if examples else "")
+
+    def request(self) -> str:
+        """The question with every round's actions and observations."""
+        return f"Question: {self.question}\n{render_history(self.rounds)}\n"
+
+    def messages(self) -> list[ChatMessage]:
+        """Messages for a chat model."""
+        return _messages(self.system(), self.history, self.request())
+
+    def prompt(self) -> str:
+        """One prompt for a completion model; it ends where the Thought should begin."""
+        return _completion_prompt(self.system(), self.history, self.request()) + "Thought:"
 
 
-def joiner_request(question: str, rounds: Sequence[RoundRecord]) -> str:
-    """The question with every round's actions and observations."""
-    return f"Question: {question}\n{render_history(rounds)}\n"
-
-
-def joiner_messages(
-    question: str,
-    history: Sequence[ChatMessage],
-    rounds: Sequence[RoundRecord],
-    last_round: bool,
-    examples: str | None = None,
-    system_prompt: str | None = None,
-) -> list[ChatMessage]:
-    """Messages for a chat model."""
+def _messages(system: str, history: Sequence[ChatMessage], request: str) -> list[ChatMessage]:
     return [
-        ChatMessage(
-            role=MessageRole.SYSTEM, content=joiner_system(last_round, examples, system_prompt)
-        ),
+        ChatMessage(role=MessageRole.SYSTEM, content=system),
         *_chat_context(history),
-        ChatMessage(role=MessageRole.USER, content=joiner_request(question, rounds)),
+        ChatMessage(role=MessageRole.USER, content=request),
     ]
 
 
-def joiner_prompt(
-    question: str,
-    history: Sequence[ChatMessage],
-    rounds: Sequence[RoundRecord],
-    last_round: bool,
-    examples: str | None = None,
-    system_prompt: str | None = None,
-) -> str:
-    """One prompt for a completion model; it ends where the Thought should begin."""
-    text = joiner_system(last_round, examples, system_prompt)
+def _completion_prompt(system: str, history: Sequence[ChatMessage], request: str) -> str:
     if history:
-        text += "\nConversation so far:\n" + render_conversation(history) + "\n"
-    return text + "\n" + joiner_request(question, rounds) + "Thought:"
+        system += "\nConversation so far:\n" + render_conversation(history) + "\n"
+    return system + "\n" + request
 
 
 def _preamble(system_prompt: str | None) -> str:

@@ -149,20 +149,16 @@ class LLMCompilerWorkflow(Workflow):
         round = state.round
         tools = [self._registry[n] for n in state.tool_names]
         names = {t.metadata.get_name() for t in tools}
-        args = (
-            tools,
-            state.question,
-            state.transcript,
-            self._records(state),
-            state.next_id(),
-            self.planner_examples,
-            self.system_prompt,
+        planner_input = prompts.PlannerInput(
+            tools=tools,
+            question=state.question,
+            history=state.transcript,
+            rounds=self._records(state),
+            next_id=state.next_id(),
+            examples=self.planner_examples,
+            system_prompt=self.system_prompt,
         )
-        request = (
-            {"messages": prompts.planner_messages(*args)}
-            if is_chat(self.llm)
-            else {"prompt": prompts.planner_prompt(*args)}
-        )
+        request = self._request(planner_input)
         parser = PlanParser(
             known_ids=state.tasks,
             taken_ids=state.taken_ids(),
@@ -286,15 +282,9 @@ class LLMCompilerWorkflow(Workflow):
         now = time.time()
         for task, message, skipped in sched.out.failed:
             result = TaskResult(
-                round=task.round,
-                task_id=task.id,
-                tool_name=task.tool,
-                output=message,
-                is_error=True,
-                skipped=skipped,
-                started_at=now,
-                finished_at=now,
-            )
+                round=task.round, task_id=task.id, tool_name=task.tool, output=message,
+                is_error=True, skipped=skipped, started_at=now, finished_at=now,
+            )  # fmt: skip
             ctx.write_event_to_stream(result)
             ctx.send_event(result)
         for task, kwargs in sched.out.dispatch:
@@ -357,19 +347,16 @@ class LLMCompilerWorkflow(Workflow):
             answer = output if isinstance(output, str) else str(output)
             return StopEvent(result=await self._finish(ctx, state, answer, direct))
         last = state.replans >= self.max_replans
-        args = (
-            state.question,
-            state.transcript,
-            self._records(state),
-            last,
-            self.joiner_examples,
-            self.system_prompt,
-        )
         chat = is_chat(self.llm)
-        request = (
-            {"messages": prompts.joiner_messages(*args)}
-            if chat
-            else {"prompt": prompts.joiner_prompt(*args)}
+        request = self._request(
+            prompts.JoinerInput(
+                question=state.question,
+                history=state.transcript,
+                rounds=self._records(state),
+                last_round=last,
+                examples=self.joiner_examples,
+                system_prompt=self.system_prompt,
+            )
         )
         text = "" if chat else "Thought:"
         try:
@@ -453,6 +440,12 @@ class LLMCompilerWorkflow(Workflow):
         )
 
     # ------------------------------------------------------------------ prompts
+
+    def _request(self, inputs: prompts.PlannerInput | prompts.JoinerInput) -> dict[str, Any]:
+        """Keyword arguments of `stream_text`: messages for chat models, else a prompt."""
+        if is_chat(self.llm):
+            return {"messages": inputs.messages()}
+        return {"prompt": inputs.prompt()}
 
     def _records(self, state: CompilerState) -> list[prompts.RoundRecord]:
         """Every round of the current question, with observations, for the prompts."""

@@ -21,7 +21,7 @@ def test_action_lines_show_signature_and_description():
 
 
 def test_planner_system_prompt():
-    text = prompts.planner_system([TOOL], examples="", system_prompt="Be brief.")
+    text = prompts.PlannerInput([TOOL], "q", examples="", system_prompt="Be brief.").system()
     assert text.startswith("Be brief.\n\nGiven a question, write a plan")
     assert "following" not in text
     assert "1. search(query: str, k: int = 3): Search the web.\n2. join(): collects" in text
@@ -29,9 +29,9 @@ def test_planner_system_prompt():
 
 
 def test_default_examples_are_marked_as_illustrations():
-    text = prompts.planner_system([TOOL], examples=None)
+    text = prompts.PlannerInput([TOOL], "q").system()
     assert prompts.EXAMPLE_NOTE in text and 'search("Eiffel Tower")' in text
-    assert prompts.EXAMPLE_NOTE not in prompts.planner_system([TOOL], examples="X\n")
+    assert prompts.EXAMPLE_NOTE not in prompts.PlannerInput([TOOL], "q", examples="X\n").system()
 
 
 def test_replan_request_shows_history_and_next_id():
@@ -41,7 +41,7 @@ def test_replan_request_shows_history_and_next_id():
         thought="not enough",
         reason="look up b",
     )
-    assert prompts.planner_request("q?", [record], next_id=4) == (
+    assert prompts.PlannerInput([TOOL], "q?", rounds=[record], next_id=4).request() == (
         "Question: q?\n"
         '1. search("a")\nObservation: A\n2. search($9)\nObservation: Error: bad ref\n'
         "Plan error: The plan did not end with join().\nThought: not enough\nReplan: look up b\n"
@@ -51,10 +51,10 @@ def test_replan_request_shows_history_and_next_id():
 
 def test_completion_prompts_end_where_the_model_continues():
     history = [ChatMessage(role="user", content="hi"), ChatMessage(role="assistant", content="yo")]
-    plan = prompts.planner_prompt([TOOL], "q?", history, [], 1, examples="")
+    plan = prompts.PlannerInput([TOOL], "q?", history, examples="").prompt()
     assert "Conversation so far:\nuser: hi\nassistant: yo\n" in plan
     assert plan.endswith("\nQuestion: q?\n")
-    join = prompts.joiner_prompt("q?", [], [], last_round=True, examples="")
+    join = prompts.JoinerInput("q?", last_round=True, examples="").prompt()
     assert join.endswith("Question: q?\n\nThought:")
     assert prompts.LAST_ROUND_NOTE.strip() in join
 
@@ -66,6 +66,6 @@ def test_chat_messages_keep_only_the_conversation():
         ChatMessage(role="tool", content="tool output"),
         ChatMessage(role="assistant", content="yo"),
     ]
-    messages = prompts.joiner_messages("q?", history, [], last_round=False)
+    messages = prompts.JoinerInput("q?", history).messages()
     assert [m.role.value for m in messages] == ["system", "user", "assistant", "user"]
     assert prompts.LAST_ROUND_NOTE.strip() not in messages[0].content
