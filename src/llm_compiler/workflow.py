@@ -282,9 +282,15 @@ class LLMCompilerWorkflow(Workflow):
         now = time.time()
         for task, message, skipped in sched.out.failed:
             result = TaskResult(
-                round=task.round, task_id=task.id, tool_name=task.tool, output=message,
-                is_error=True, skipped=skipped, started_at=now, finished_at=now,
-            )  # fmt: skip
+                round=task.round,
+                task_id=task.id,
+                tool_name=task.tool,
+                output=message,
+                is_error=True,
+                skipped=skipped,
+                started_at=now,
+                finished_at=now,
+            )
             ctx.write_event_to_stream(result)
             ctx.send_event(result)
         for task, kwargs in sched.out.dispatch:
