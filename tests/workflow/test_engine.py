@@ -555,3 +555,27 @@ async def test_a_mid_run_snapshot_resumes_in_a_new_context():
     assert calls.count("A") == 1  # task 3 ran once, after the resumed task 1
     state = await resumed.ctx.store.get_state()
     assert state.outcomes[3].output == "A"
+
+
+async def test_a_tool_retriever_chooses_extra_tools_per_question():
+    class Retriever:
+        """Duck-typed ObjectRetriever: returns the multiply tool for math questions."""
+
+        def __init__(self):
+            self.queries = []
+
+        async def aretrieve(self, query):
+            self.queries.append(query)
+            return [FunctionTool.from_defaults(fn=multiply)] if "times" in query else []
+
+    retriever = Retriever()
+    llm = ScriptedLLM(["1. multiply(6, 7)\n2. join()", FINISH.format("42")])
+    wf = LLMCompilerWorkflow(tools=[search], llm=llm, tool_retriever=retriever)
+    _, events = await run(wf, user_msg="6 times 7?")
+    assert results_by_id(events)[1].output == 42
+    assert "multiply(a: float, b: float)" in llm.calls[0].messages[0].content
+    llm2 = ScriptedLLM(["1. multiply(6, 7)\n2. join()", FINISH.format("no")])
+    wf2 = LLMCompilerWorkflow(tools=[search], llm=llm2, tool_retriever=retriever)
+    _, events = await run(wf2, user_msg="hello")
+    assert "Unknown tool 'multiply'" in results_by_id(events)[1].output
+    assert retriever.queries == ["6 times 7?", "hello"]
