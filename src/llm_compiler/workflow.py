@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing
 from typing import Any
@@ -52,6 +52,42 @@ from llm_compiler.tools import ToolLike, bind, call_tool, jsonable, tool_map, va
 #: Most tool calls one run executes at once; ``max_concurrency`` can only lower it.
 MAX_PARALLEL_TOOLS = 64
 _THREADS: ThreadPoolExecutor | None = None
+
+
+class _Outbox:
+    """Coalesces what an LLM stream produced until the event loop next gets control.
+
+    ``touch()`` schedules ``flush`` with ``call_soon``; it runs as soon as the stream
+    waits for the model. A model that streams token by token still gets one event per
+    chunk, with no added delay, while chunks that arrive in a burst (one network read, a
+    fast local model) become one event instead of hundreds.
+    """
+
+    def __init__(self, flush: Callable[[], None]) -> None:
+        self._flush = flush
+        self._handle: asyncio.Handle | None = None
+        self._error: Exception | None = None
+
+    def touch(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._handle is None:
+            self._handle = asyncio.get_running_loop().call_soon(self._run)
+
+    def _run(self) -> None:
+        self._handle = None
+        try:
+            self._flush()
+        except Exception as e:  # surfaced by the next touch() or close()
+            self._error = e
+
+    def close(self) -> None:
+        """Flush what is left, now; raise what a flush raised."""
+        if self._handle is not None:
+            self._handle.cancel()
+        self._run()
+        if self._error is not None:
+            raise self._error
 
 
 def _tool_threads() -> ThreadPoolExecutor:
@@ -166,22 +202,28 @@ class LLMCompilerWorkflow(Workflow):
             max_tasks=self.max_tasks,
         )
         checked: list[PlanTask] = []
-        text = ""
+        tokens: list[str] = []
+        parsed: list[PlanTask] = []
+
+        def flush() -> None:
+            self._token(ctx, tokens, parser.text, "plan", round)
+            if parsed:
+                checked.extend(self._emit_plan(ctx, round, parsed, names))
+                parsed.clear()
+
+        outbox = _Outbox(flush)
         try:
             async with aclosing(stream_text(self.llm, stop=PLAN_STOP, **request)) as stream:
                 async for delta in stream:
-                    text += delta
-                    self._token(ctx, delta, text, "plan", round)
-                    new = parser.feed(delta)
-                    if new:
-                        checked += self._emit_plan(ctx, round, new, names)
+                    tokens.append(delta)
+                    parsed.extend(parser.feed(delta))
+                    outbox.touch()
                     if parser.done:
                         break  # stop reading: the rest of the stream is not needed
         except Exception as e:
             raise LLMCallError("planner", round, e) from e
-        tail = parser.finish()
-        if tail:
-            checked += self._emit_plan(ctx, round, tail, names)
+        parsed.extend(parser.finish())
+        outbox.close()
         final = PlanEvent(
             round=round,
             tasks=checked,
@@ -246,8 +288,11 @@ class LLMCompilerWorkflow(Workflow):
             )
         return bind(task, self._registry[task.tool])
 
-    def _token(self, ctx: Context, delta: str, text: str, phase: str, round: int) -> None:
-        if not self.stream_tokens:
+    def _token(self, ctx: Context, tokens: list[str], text: str, phase: str, round: int) -> None:
+        """Stream the tokens received since the last call (and clear them)."""
+        delta = "".join(tokens)
+        tokens.clear()
+        if not self.stream_tokens or not delta:
             return
         ctx.write_event_to_stream(
             AgentStream(
@@ -365,15 +410,19 @@ class LLMCompilerWorkflow(Workflow):
             )
         )
         text = "" if chat else "Thought:"
+        tokens: list[str] = []
+        outbox = _Outbox(lambda: self._token(ctx, tokens, text, "join", ev.round))
         try:
             async with aclosing(stream_text(self.llm, stop=JOIN_STOP, **request)) as stream:
                 async for delta in stream:
                     text += delta
-                    self._token(ctx, delta, text, "join", ev.round)
+                    tokens.append(delta)
+                    outbox.touch()
                     if any(s in text for s in JOIN_STOP):
                         break
         except Exception as e:
             raise LLMCallError("joiner", ev.round, e) from e
+        outbox.close()
         decision = parse_joiner_output(text)
         if decision.action == "replan" and not last:
             state.rounds = list(state.rounds)
