@@ -245,8 +245,10 @@ class LLMCompilerWorkflow(Workflow):
         if not question:
             raise ConfigurationError("run() needs a non-empty user_msg.")
         memory = ev.memory if ev.memory is not None else state.memory
-        if memory is None:
-            memory = ChatMemoryBuffer.from_defaults(chat_history=list(state.transcript))
+        if memory is None:  # its tokenizer loads from disk the first time: not on the loop
+            memory = await asyncio.to_thread(
+                ChatMemoryBuffer.from_defaults, chat_history=list(state.transcript)
+            )
         if ev.chat_history is not None:
             await memory.aset(list(ev.chat_history))
         history = await memory.aget()
