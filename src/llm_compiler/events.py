@@ -5,7 +5,9 @@ per-task message. Every event carries ``round`` (0 for the first plan) and is wr
 the stream, so a UI can draw the DAG live from ``handler.stream_events()``.
 
 Planner and joiner tokens are streamed as llama-index ``AgentStream`` events whose
-``raw`` is ``{"phase": "plan" | "join", "round": n}``.
+``raw`` is ``{"phase": "plan" | "join", "round": n}``: one per chunk the model sends, or
+one per burst of chunks that arrive together (likewise, a burst of completed plan lines
+comes as one ``PlanEvent``).
 """
 
 from __future__ import annotations
