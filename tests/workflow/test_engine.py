@@ -579,3 +579,21 @@ async def test_a_tool_retriever_chooses_extra_tools_per_question():
     _, events = await run(wf2, user_msg="hello")
     assert "Unknown tool 'multiply'" in results_by_id(events)[1].output
     assert retriever.queries == ["6 times 7?", "hello"]
+
+
+async def test_a_text_result_with_commas_stays_one_argument():
+    seen = []
+
+    def pair() -> str:
+        """Returns text with a comma."""
+        return "3, 4"
+
+    def echo(value: str) -> str:
+        """Echo one value."""
+        seen.append(value)
+        return value
+
+    plan = "1. pair()\n2. echo($1)\n3. join()"
+    wf = LLMCompilerWorkflow(tools=[pair, echo], llm=ScriptedLLM([plan, FINISH.format("x")]))
+    await wf.run(user_msg="q")
+    assert seen == ["3, 4"]
