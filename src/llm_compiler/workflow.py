@@ -81,6 +81,12 @@ class _Outbox:
         except Exception as e:  # surfaced by the next touch() or close()
             self._error = e
 
+    def discard(self) -> None:
+        """Drop what is pending: the step is failing or being cancelled."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
     def close(self) -> None:
         """Flush what is left, now; raise what a flush raised."""
         if self._handle is not None:
@@ -220,8 +226,11 @@ class LLMCompilerWorkflow(Workflow):
                     outbox.touch()
                     if parser.done:
                         break  # stop reading: the rest of the stream is not needed
-        except Exception as e:
-            raise LLMCallError("planner", round, e) from e
+        except BaseException as e:
+            outbox.discard()
+            if isinstance(e, Exception):
+                raise LLMCallError("planner", round, e) from e
+            raise
         parsed.extend(parser.finish())
         outbox.close()
         final = PlanEvent(
@@ -422,8 +431,11 @@ class LLMCompilerWorkflow(Workflow):
                     outbox.touch()
                     if any(s in text for s in JOIN_STOP):
                         break
-        except Exception as e:
-            raise LLMCallError("joiner", ev.round, e) from e
+        except BaseException as e:
+            outbox.discard()
+            if isinstance(e, Exception):
+                raise LLMCallError("joiner", ev.round, e) from e
+            raise
         outbox.close()
         decision = parse_joiner_output(text)
         if decision.action == "replan" and not last:
