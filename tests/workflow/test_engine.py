@@ -523,7 +523,7 @@ async def test_a_plan_of_hundreds_of_tasks_runs_with_small_overhead():
     _, events = await run(wf, user_msg="q")
     elapsed = time.perf_counter() - started
     assert sorted(e.output for e in of(events, TaskResult)) == [2.0 * i for i in range(1, n + 1)]
-    assert elapsed / n < 0.02  # generous: measured overhead is reported by `make bench`
+    assert elapsed / n < 0.05  # generous (5 ms measured): `make bench` reports the overhead
 
 
 async def test_a_mid_run_snapshot_resumes_in_a_new_context():
