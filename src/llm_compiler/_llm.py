@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from llama_index.core.llms import LLM, ChatMessage
 
@@ -16,14 +17,21 @@ def is_chat(llm: LLM) -> bool:
         return True
 
 
-def _stop_kwargs(llm: LLM, stop: Sequence[str]) -> dict[str, list[str]]:
-    # Only OpenAI-protocol clients are known to accept `stop`; elsewhere we cut client-side.
+#: Completion endpoints (OpenAI's, llama.cpp's) stop after 16 tokens unless told otherwise.
+COMPLETION_MAX_TOKENS = 2048
+
+
+def _request_kwargs(llm: LLM, stop: Sequence[str], completion: bool) -> dict[str, Any]:
+    """Extra request fields for OpenAI-protocol clients (others get none; we cut client-side)."""
     # An OpenAI instance means its module is loaded: look it up rather than import it (1 s).
     module = sys.modules.get("llama_index.llms.openai")
     openai_cls = getattr(module, "OpenAI", None)
-    if stop and openai_cls is not None and isinstance(llm, openai_cls):
-        return {"stop": list(stop)[:4]}
-    return {}
+    if openai_cls is None or not isinstance(llm, openai_cls):
+        return {}
+    kwargs: dict[str, Any] = {"stop": list(stop)[:4]} if stop else {}
+    if completion and getattr(llm, "max_tokens", None) is None:
+        kwargs["max_tokens"] = COMPLETION_MAX_TOKENS
+    return kwargs
 
 
 async def stream_text(
@@ -37,7 +45,7 @@ async def stream_text(
 
     Falls back to the non-streaming API when the model cannot stream.
     """
-    kwargs = _stop_kwargs(llm, stop)
+    kwargs = _request_kwargs(llm, stop, completion=messages is None)
     if messages is not None:
         try:
             gen = await llm.astream_chat(list(messages), **kwargs)

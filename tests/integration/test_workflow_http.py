@@ -29,6 +29,7 @@ from llm_compiler import (
     TaskReady,
     TaskResult,
 )
+from llm_compiler._llm import COMPLETION_MAX_TOKENS
 
 from .fake_openai import (
     CHAT_PATH,
@@ -166,6 +167,8 @@ async def test_completion_path_sends_one_prompt_per_call(fake_openai):
         assert body["stream"] is True
         assert isinstance(body["prompt"], str)
         assert "messages" not in body
+        # Completion endpoints default to 16 new tokens: the engine asks for enough.
+        assert body["max_tokens"] == COMPLETION_MAX_TOKENS
     assert planner["stop"] == PLAN_STOP
     assert joiner["stop"] == JOIN_STOP
     assert planner["prompt"].endswith(f"\nQuestion: {QUESTION}\n")
