@@ -31,6 +31,7 @@ from workflows import Context
 from workflows.events import StopEvent
 
 from llm_compiler.events import TaskReady, TaskResult
+from llm_compiler.plan import render_value
 from llm_compiler.workflow import LLMCompilerWorkflow
 
 HANDOFF = "handoff"
@@ -188,8 +189,8 @@ def _notes(result: AgentOutput) -> str:
     """The compiled results, for the agent that takes over."""
     tasks = (result.raw or {}).get("tasks", {})
     lines = [
-        f"{tid}. {t['tool']}({', '.join(f'{k}={v!r}' for k, v in t['kwargs'].items())}) -> "
-        f"{t['output']}"
+        f"{tid}. {t['tool']}({', '.join(f'{k}={render_value(v)}' for k, v in t['kwargs'].items())})"
+        f" -> {t['output']}"
         for tid, t in sorted(tasks.items())
         if t["tool"] != HANDOFF
     ]

@@ -30,7 +30,7 @@ from llama_index.core.objects import ObjectRetriever
 from llama_index.core.settings import Settings
 from llama_index.core.tools import BaseTool
 from workflows import Context, Workflow, step
-from workflows.events import StopEvent
+from workflows.events import Event, StopEvent
 
 from llm_compiler import prompts
 from llm_compiler._llm import is_chat, stream_text
@@ -94,6 +94,12 @@ class _Outbox:
         self._run()
         if self._error is not None:
             raise self._error
+
+
+def _publish(ctx: Context, ev: Event) -> None:
+    """Show `ev` on the run's stream and route it to the steps that take it."""
+    ctx.write_event_to_stream(ev)
+    ctx.send_event(ev)
 
 
 def _tool_threads() -> ThreadPoolExecutor:
@@ -283,9 +289,7 @@ class LLMCompilerWorkflow(Workflow):
         self, ctx: Context, round: int, tasks: list[PlanTask], names: set[str]
     ) -> list[PlanTask]:
         checked = [self._check(t, names) for t in tasks]
-        ev = PlanEvent(round=round, tasks=checked)
-        ctx.write_event_to_stream(ev)
-        ctx.send_event(ev)
+        _publish(ctx, PlanEvent(round=round, tasks=checked))
         return checked
 
     def _check(self, task: PlanTask, names: set[str]) -> PlanTask:
@@ -347,12 +351,11 @@ class LLMCompilerWorkflow(Workflow):
                 started_at=now,
                 finished_at=now,
             )
-            ctx.write_event_to_stream(result)
-            ctx.send_event(result)
+            _publish(ctx, result)
         for task, kwargs in sched.out.dispatch:
-            ready = TaskReady(round=task.round, task_id=task.id, tool_name=task.tool, args=kwargs)
-            ctx.write_event_to_stream(ready)
-            ctx.send_event(ready)
+            _publish(
+                ctx, TaskReady(round=task.round, task_id=task.id, tool_name=task.tool, args=kwargs)
+            )
         if isinstance(ev, PlanEvent) and not ev.complete:
             return None
         round = ev.round
