@@ -89,7 +89,25 @@ async def _sleep_until(deadline: float) -> None:
     await asyncio.sleep(max(0.0, deadline - time.perf_counter()))
 
 
-class LatencyLLM(ScriptedLLM):
+class _Timed:
+    """What both latency-modelled LLMs expose (their fields live on each pydantic model)."""
+
+    ttft: float
+    tokens_per_second: float
+    _records: list[CallRecord]
+
+    @property
+    def model(self) -> LatencyModel:
+        """The latency model."""
+        return LatencyModel("llm", self.ttft, self.tokens_per_second)
+
+    @property
+    def records(self) -> list[CallRecord]:
+        """One record per call, in order."""
+        return self._records
+
+
+class LatencyLLM(_Timed, ScriptedLLM):
     """A :class:`ScriptedLLM` whose replies take the time a :class:`LatencyModel` says.
 
     Each call's timing state lives in a context variable of the calling task, so
@@ -109,16 +127,6 @@ class LatencyLLM(ScriptedLLM):
     @classmethod
     def class_name(cls) -> str:
         return "LatencyLLM"
-
-    @property
-    def model(self) -> LatencyModel:
-        """The latency model."""
-        return LatencyModel("llm", self.ttft, self.tokens_per_second)
-
-    @property
-    def records(self) -> list[CallRecord]:
-        """One record per call, in order."""
-        return self._records
 
     def _reply(self, call: LLMCall) -> str:
         text = super()._reply(call)
@@ -183,7 +191,7 @@ def _render_tools(tools: Sequence[BaseTool]) -> str:
     return "\n".join(json.dumps(t.metadata.to_openai_tool()) for t in tools)
 
 
-class LatencyFunctionLLM(MockFunctionCallingLLM):
+class LatencyFunctionLLM(_Timed, MockFunctionCallingLLM):
     """A function-calling LLM (for ``FunctionAgent``) replaying :class:`FCReply` items.
 
     Streams the reply's text tokens as deltas and its tool-call tokens as empty deltas
@@ -206,16 +214,6 @@ class LatencyFunctionLLM(MockFunctionCallingLLM):
     @classmethod
     def class_name(cls) -> str:
         return "LatencyFunctionLLM"
-
-    @property
-    def model(self) -> LatencyModel:
-        """The latency model."""
-        return LatencyModel("llm", self.ttft, self.tokens_per_second)
-
-    @property
-    def records(self) -> list[CallRecord]:
-        """One record per call, in order."""
-        return self._records
 
     def _take(self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool]) -> FCReply:
         if self._next >= len(self._script):
