@@ -112,6 +112,7 @@ def _tool_threads() -> ThreadPoolExecutor:
 
 PLAN_STOP = (END_OF_PLAN, "\n###", "\nQuestion:")
 JOIN_STOP = ("\n###", "\nQuestion:", "<END_OF_RESPONSE>")
+_LONGEST_JOIN_STOP = max(map(len, JOIN_STOP))
 
 
 class LLMCompilerWorkflow(Workflow):
@@ -432,7 +433,8 @@ class LLMCompilerWorkflow(Workflow):
                     text += delta
                     tokens.append(delta)
                     outbox.touch()
-                    if any(s in text for s in JOIN_STOP):
+                    tail = text[-(len(delta) + _LONGEST_JOIN_STOP) :]  # not the whole text
+                    if any(s in tail for s in JOIN_STOP):
                         break
         except BaseException as e:
             outbox.discard()
