@@ -4,6 +4,7 @@ from llm_compiler.agent import LLMCompilerAgent
 from llm_compiler.errors import ConfigurationError, LLMCallError, LLMCompilerError, RunError
 from llm_compiler.events import (
     CompilerStartEvent,
+    CompilerStream,
     JoinEvent,
     PlanEvent,
     ReplanEvent,
@@ -17,6 +18,7 @@ from llm_compiler.workflow import LLMCompilerWorkflow
 __all__ = [
     "CompilerStartEvent",
     "CompilerState",
+    "CompilerStream",
     "ConfigurationError",
     "JoinEvent",
     "LLMCallError",

@@ -4,16 +4,17 @@ Naming: an ``*Event`` marks a phase of a round (plan, join, replan); a bare noun
 per-task message. Every event carries ``round`` (0 for the first plan) and is written to
 the stream, so a UI can draw the DAG live from ``handler.stream_events()``.
 
-Planner and joiner tokens are streamed as llama-index ``AgentStream`` events whose
-``raw`` is ``{"phase": "plan" | "join", "round": n}``: one per chunk the model sends, or
-one per burst of chunks that arrive together (likewise, a burst of completed plan lines
-comes as one ``PlanEvent``).
+Planner and joiner tokens are streamed as :class:`CompilerStream` events (a llama-index
+``AgentStream``) with ``phase`` (``plan`` or ``join``) and ``round``: one per chunk the
+model sends, or one per burst of chunks that arrive together (likewise, a burst of
+completed plan lines comes as one ``PlanEvent``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
+from llama_index.core.agent.workflow import AgentStream
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import BaseMemory
 from pydantic import ConfigDict, Field
@@ -102,3 +103,17 @@ class ReplanEvent(Event):
     round: int
     reason: str
     thought: str | None = None
+
+
+class CompilerStream(AgentStream):
+    """Planner or joiner tokens; emitted by the planner and the joiner, for UIs.
+
+    ``delta`` is the new text. ``phase`` and ``round`` say whose tokens they are.
+    ``response`` (the whole text so far) is there in process, as on every
+    ``AgentStream``, but is not serialized: over HTTP each event carries only its delta.
+    ``raw`` repeats ``{"phase": ..., "round": ...}`` for older consumers.
+    """
+
+    response: str = Field(default="", exclude=True)
+    phase: Literal["plan", "join"] = "plan"
+    round: int = 0

@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Literal
 
-from llama_index.core.agent.workflow import AgentOutput, AgentStream
+from llama_index.core.agent.workflow import AgentOutput
 from llama_index.core.llms import LLM, ChatMessage, MessageRole
 from llama_index.core.memory import BaseMemory, ChatMemoryBuffer
 from llama_index.core.objects import ObjectRetriever
@@ -38,6 +38,7 @@ from llm_compiler._scheduler import Scheduler
 from llm_compiler.errors import ConfigurationError, LLMCallError
 from llm_compiler.events import (
     CompilerStartEvent,
+    CompilerStream,
     JoinEvent,
     PlanEvent,
     ReplanEvent,
@@ -304,18 +305,22 @@ class LLMCompilerWorkflow(Workflow):
             )
         return bind(task, self._registry[task.tool])
 
-    def _token(self, ctx: Context, tokens: list[str], text: str, phase: str, round: int) -> None:
+    def _token(
+        self, ctx: Context, tokens: list[str], text: str, phase: Literal["plan", "join"], round: int
+    ) -> None:
         """Stream the tokens received since the last call (and clear them)."""
         delta = "".join(tokens)
         tokens.clear()
         if not self.stream_tokens or not delta:
             return
         ctx.write_event_to_stream(
-            AgentStream(
+            CompilerStream(
                 delta=delta,
                 response=text,
                 current_agent_name=self.name,
                 raw={"phase": phase, "round": round},
+                phase=phase,
+                round=round,
             )
         )
 

@@ -10,7 +10,6 @@ import pytest
 from llama_index.core.agent.workflow import (
     AgentInput,
     AgentOutput,
-    AgentStream,
     AgentWorkflow,
     FunctionAgent,
     ToolCall,
@@ -21,7 +20,14 @@ from llama_index.core.llms import ChatMessage
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 from workflows import Context
 
-from llm_compiler import LLMCallError, LLMCompilerAgent, PlanEvent, TaskReady, TaskResult
+from llm_compiler import (
+    CompilerStream,
+    LLMCallError,
+    LLMCompilerAgent,
+    PlanEvent,
+    TaskReady,
+    TaskResult,
+)
 from llm_compiler.testing import ScriptedLLM
 
 FINISH = "Thought: done.\nAction: Finish({})"
@@ -85,7 +91,7 @@ async def test_standalone_run_returns_agent_output():
     kinds = {type(e) for e in events}
     assert {
         AgentInput,
-        AgentStream,
+        CompilerStream,
         AgentOutput,
         ToolCall,
         ToolCallResult,

@@ -16,6 +16,7 @@ from workflows import Context
 from workflows.errors import WorkflowCancelledByUser
 
 from llm_compiler import (
+    CompilerStream,
     ConfigurationError,
     JoinEvent,
     LLMCallError,
@@ -103,7 +104,10 @@ async def test_tokens_stream_as_agent_stream_events():
     handler = LLMCompilerWorkflow(tools=[search], llm=llm, name="researcher").run(user_msg="q")
     tokens = [e async for e in handler.stream_events() if isinstance(e, AgentStream)]
     await handler
-    phases = {e.raw["phase"] for e in tokens}
+    assert all(isinstance(e, CompilerStream) and e.raw["phase"] == e.phase for e in tokens)
+    phases = {e.phase for e in tokens}
+    wire = tokens[-1].model_dump(mode="json")  # what a workflow server sends
+    assert "response" not in wire and wire["phase"] in phases and wire["round"] == 0
     assert phases == {"plan", "join"} and {e.current_agent_name for e in tokens} == {"researcher"}
     assert "".join(e.delta for e in tokens if e.raw["phase"] == "plan").startswith("1. search")
 
