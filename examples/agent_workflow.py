@@ -26,8 +26,7 @@ from llama_index.core.base.llms.types import ToolCallBlock
 from llama_index.core.llms import ChatMessage
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 
-import demo_tools
-from llm_compiler import LLMCompilerAgent, LLMCompilerError
+from llm_compiler import LLMCompilerAgent, LLMCompilerError, demo_tools
 from llm_compiler.llms import resolve_llm
 
 QUESTION = "What are the capitals of France and Japan?"

@@ -17,7 +17,6 @@ import time
 
 from llama_index.core.agent.workflow import AgentStream
 
-import demo_tools
 from llm_compiler import (
     JoinEvent,
     LLMCompilerError,
@@ -26,6 +25,7 @@ from llm_compiler import (
     ReplanEvent,
     TaskReady,
     TaskResult,
+    demo_tools,
 )
 from llm_compiler.llms import resolve_llm
 from llm_compiler.plan import render_call

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -20,13 +18,10 @@ def fake_openai() -> Iterator[FakeOpenAI]:
 
 
 def load_demo_tools() -> ModuleType:
-    """``examples/demo_tools.py`` as a module (examples/ is not a package)."""
-    path = Path(__file__).resolve().parents[2] / "examples" / "demo_tools.py"
-    spec = importlib.util.spec_from_file_location("demo_tools", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The demo tools module (``llm_compiler.demo_tools``)."""
+    from llm_compiler import demo_tools
+
+    return demo_tools
 
 
 @pytest.fixture(scope="session")

@@ -1,18 +1,13 @@
-"""The offline demo tools: safe calculator and encyclopedia (examples/demo_tools.py)."""
+"""The offline demo tools: safe calculator and encyclopedia (llm_compiler.demo_tools)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "examples" / "demo_tools.py"
-_SPEC = importlib.util.spec_from_file_location("demo_tools", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-demo_tools = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(demo_tools)
+from llm_compiler import demo_tools
+
 calculator = demo_tools.calculator
 
 
