@@ -1,12 +1,60 @@
-"""One streaming text interface over llama-index chat and completion models."""
+"""One streaming helper for every LLM call the engine makes (planner and joiner).
+
+It talks to chat and completion models alike, passes per-request extras (a grammar, a
+response format) to servers that take them, cuts the text at stop sequences client-side,
+coalesces output that arrives in a burst into one flush, and translates failures: only
+an error raised by the LLM becomes :class:`~llm_compiler.errors.LLMCallError`; an error
+in the caller's own callbacks (a parser, an event) propagates as it is.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core.llms import LLM, ChatMessage
+
+from llm_compiler.errors import LLMCallError
+
+#: Completion endpoints (OpenAI's, llama.cpp's) stop after 16 tokens unless told otherwise.
+COMPLETION_MAX_TOKENS = 2048
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One LLM call: messages for a chat model, or one prompt for a completion model.
+
+    Attributes:
+        messages: Chat messages (chat models).
+        prompt: The whole prompt (completion models).
+        stop: Stop sequences; the text is cut before the first one.
+        prefill: Text the prompt already ends with that belongs to the reply (``Thought:``).
+        extras: Request-body fields for servers that take them (``grammar``,
+            ``response_format``); sent to OpenAI-protocol clients as ``extra_body``.
+    """
+
+    messages: Sequence[ChatMessage] | None = None
+    prompt: str | None = None
+    stop: Sequence[str] = ()
+    prefill: str = ""
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TokenUsage:
+    """Tokens an LLM reported for its calls (zero when it reports none)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, other: TokenUsage | None) -> None:
+        """Add another call's counts."""
+        if other is not None:
+            self.prompt_tokens += other.prompt_tokens
+            self.completion_tokens += other.completion_tokens
 
 
 def is_chat(llm: LLM) -> bool:
@@ -17,44 +65,66 @@ def is_chat(llm: LLM) -> bool:
         return True
 
 
-#: Completion endpoints (OpenAI's, llama.cpp's) stop after 16 tokens unless told otherwise.
-COMPLETION_MAX_TOKENS = 2048
-
-
-def _request_kwargs(llm: LLM, stop: Sequence[str], completion: bool) -> dict[str, Any]:
-    """Extra request fields for OpenAI-protocol clients (others get none; we cut client-side)."""
+def is_openai_protocol(llm: LLM) -> bool:
+    """Whether `llm` is llama-index's OpenAI client (or OpenAILike): it sends extras."""
     # An OpenAI instance means its module is loaded: look it up rather than import it (1 s).
     module = sys.modules.get("llama_index.llms.openai")
     openai_cls = getattr(module, "OpenAI", None)
-    if openai_cls is None or not isinstance(llm, openai_cls):
-        return {}
-    kwargs: dict[str, Any] = {"stop": list(stop)[:4]} if stop else {}
-    if completion and getattr(llm, "max_tokens", None) is None:
+    return openai_cls is not None and isinstance(llm, openai_cls)
+
+
+def _call_kwargs(llm: LLM, request: LLMRequest) -> dict[str, Any]:
+    """Extra request fields: stops, a token budget and extras for OpenAI-protocol clients."""
+    kwargs: dict[str, Any] = {}
+    if getattr(llm, "accepts_request_extras", False) and request.extras:
+        kwargs["extra_body"] = dict(request.extras)
+    if not is_openai_protocol(llm):
+        return kwargs  # others get no stop list: we cut client-side
+    if request.stop:
+        kwargs["stop"] = list(request.stop)[:4]
+    if request.messages is None and getattr(llm, "max_tokens", None) is None:
         kwargs["max_tokens"] = COMPLETION_MAX_TOKENS
+    if request.extras:
+        kwargs["extra_body"] = dict(request.extras)
     return kwargs
 
 
-async def stream_text(
-    llm: LLM,
-    *,
-    messages: Sequence[ChatMessage] | None = None,
-    prompt: str | None = None,
-    stop: Sequence[str] = (),
-) -> AsyncIterator[str]:
-    """Yield text deltas of one LLM call (chat if `messages`, else completion of `prompt`).
+def _usage(response: Any) -> TokenUsage | None:
+    """Token counts from a llama-index response, where the provider sent them."""
+    extra = getattr(response, "additional_kwargs", None) or {}
+    prompt, completion = extra.get("prompt_tokens"), extra.get("completion_tokens")
+    raw = getattr(response, "raw", None)
+    usage = raw.get("usage") if isinstance(raw, Mapping) else getattr(raw, "usage", None)
+    if usage is not None and prompt is None:
+        get = usage.get if isinstance(usage, Mapping) else lambda k: getattr(usage, k, None)
+        prompt, completion = get("prompt_tokens"), get("completion_tokens")
+    if isinstance(prompt, int) and isinstance(completion, int):
+        return TokenUsage(prompt, completion)
+    return None
 
-    Falls back to the non-streaming API when the model cannot stream.
+
+async def stream_text(
+    llm: LLM, request: LLMRequest, usage: TokenUsage | None = None
+) -> AsyncIterator[str]:
+    """Yield text deltas of one call; fall back to the non-streaming API when needed.
+
+    Reported token counts are added to `usage`.
     """
-    kwargs = _request_kwargs(llm, stop, completion=messages is None)
-    if messages is not None:
+    kwargs = _call_kwargs(llm, request)
+    last: Any = None
+    if request.messages is not None:
+        messages = list(request.messages)
         try:
-            gen = await llm.astream_chat(list(messages), **kwargs)
+            gen = await llm.astream_chat(messages, **kwargs)
         except NotImplementedError:
-            response = await llm.achat(list(messages), **kwargs)
+            response = await llm.achat(messages, **kwargs)
+            if usage is not None:
+                usage.add(_usage(response))
             yield response.message.content or ""
             return
         text = ""
         async for chunk in gen:
+            last = chunk
             delta = chunk.delta
             if delta is None:  # some models send the text so far, some only the new piece
                 content = chunk.message.content or ""
@@ -62,14 +132,113 @@ async def stream_text(
             text += delta
             if delta:
                 yield delta
-        return
-    assert prompt is not None
+    else:
+        assert request.prompt is not None
+        try:
+            cgen = await llm.astream_complete(request.prompt, formatted=True, **kwargs)
+        except NotImplementedError:
+            completion = await llm.acomplete(request.prompt, formatted=True, **kwargs)
+            if usage is not None:
+                usage.add(_usage(completion))
+            yield completion.text
+            return
+        async for piece in cgen:
+            last = piece
+            if piece.delta:
+                yield piece.delta
+    if usage is not None and last is not None:
+        usage.add(_usage(last))
+
+
+class _Outbox:
+    """Coalesces what a stream produced until the event loop next gets control.
+
+    ``touch()`` schedules ``flush`` with ``call_soon``; it runs as soon as the stream
+    waits for the model. A model that streams token by token still gets one flush per
+    chunk, with no added delay, while chunks that arrive in a burst (one network read, a
+    fast local model) become one flush instead of hundreds.
+    """
+
+    def __init__(self, flush: Callable[[], None]) -> None:
+        self._flush = flush
+        self._handle: asyncio.Handle | None = None
+        self._error: Exception | None = None
+
+    def touch(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._handle is None:
+            self._handle = asyncio.get_running_loop().call_soon(self._run)
+
+    def _run(self) -> None:
+        self._handle = None
+        try:
+            self._flush()
+        except Exception as e:  # surfaced by the next touch() or close()
+            self._error = e
+
+    def discard(self) -> None:
+        """Drop what is pending: the call is failing or being cancelled."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def close(self) -> None:
+        """Flush what is left, now; raise what a flush raised."""
+        if self._handle is not None:
+            self._handle.cancel()
+        self._run()
+        if self._error is not None:
+            raise self._error
+
+
+async def stream_call(
+    llm: LLM,
+    request: LLMRequest,
+    *,
+    phase: str,
+    round: int,
+    on_delta: Callable[[str], bool],
+    flush: Callable[[], None],
+    usage: TokenUsage | None = None,
+) -> str:
+    """Run one streamed call; return its text (prefill included, cut at a stop).
+
+    `on_delta` gets each new piece of text and returns True to stop reading; `flush`
+    runs once per burst of deltas (and once at the end) to publish what they produced.
+    """
+    text = request.prefill
+    longest_stop = max(map(len, request.stop), default=0)
+    outbox = _Outbox(flush)
+    stream = stream_text(llm, request, usage)
     try:
-        cgen = await llm.astream_complete(prompt, formatted=True, **kwargs)
-    except NotImplementedError:
-        completion = await llm.acomplete(prompt, formatted=True, **kwargs)
-        yield completion.text
-        return
-    async for piece in cgen:
-        if piece.delta is not None:
-            yield piece.delta
+        while True:
+            try:
+                delta = await anext(stream)
+            except StopAsyncIteration:
+                break
+            except Exception as e:
+                raise LLMCallError(phase, round, e) from e
+            start = max(0, len(text) - longest_stop)
+            text += delta
+            cut = _first_stop(text, request.stop, start)
+            if cut is not None:
+                delta = delta[: max(0, len(delta) - (len(text) - cut))]
+                text = text[:cut]
+            done = on_delta(delta) if delta else False
+            outbox.touch()
+            if done or cut is not None:
+                break
+    except BaseException:
+        outbox.discard()
+        raise
+    finally:
+        await stream.aclose()
+    outbox.close()
+    return text
+
+
+def _first_stop(text: str, stops: Sequence[str], start: int) -> int | None:
+    """Where the first stop sequence begins at or after `start`, if any (new text only)."""
+    found = [i for s in stops if s and (i := text.find(s, start)) >= 0]
+    return min(found) if found else None

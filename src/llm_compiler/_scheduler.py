@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_compiler.events import PlanEvent
 from llm_compiler.plan import PlanTask, resolve
 from llm_compiler.state import CompilerState, RoundState, TaskOutcome
 
@@ -59,6 +60,15 @@ class Scheduler:
                 self._ready(task)
             else:
                 s.blocked.append(task.id)
+
+    def complete_round(self, ev: PlanEvent) -> None:
+        """Record the whole plan of a round (its text, thoughts, errors, join, usage)."""
+        record = self.round_record(ev.round)
+        record.text, record.thoughts = ev.text, ev.thoughts
+        record.errors, record.join_id = ev.errors, ev.join_id
+        record.complete = True
+        self.state.prompt_tokens += ev.prompt_tokens
+        self.state.completion_tokens += ev.completion_tokens
 
     def settle(self, task_id: int, outcome: TaskOutcome) -> None:
         """Record a result; unblock dependents; fill free concurrency slots."""

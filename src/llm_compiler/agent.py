@@ -26,12 +26,16 @@ from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.memory import BaseMemory
 from llama_index.core.tools import AsyncBaseTool, BaseTool, FunctionTool, ToolOutput
-from pydantic import Field
+from pydantic import Field, model_validator
 from workflows import Context
 from workflows.events import StopEvent
 
+from llm_compiler.config import CompilerConfig, make_config
+from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
+from llm_compiler.errors import RunError
 from llm_compiler.events import TaskReady, TaskResult
 from llm_compiler.plan import render_value
+from llm_compiler.summary import CompilerOutput, RunSummary
 from llm_compiler.workflow import LLMCompilerWorkflow
 
 HANDOFF = "handoff"
@@ -45,13 +49,43 @@ class LLMCompilerAgent(BaseWorkflowAgent):
     and a ``description``.
     """
 
-    max_replans: int = Field(default=3, ge=0, description="Replan rounds after the first plan.")
-    max_concurrency: int | None = Field(default=None, description="Most tool calls at once.")
-    tool_timeout: float | None = Field(default=None, description="Seconds per tool call.")
-    max_tasks: int = Field(default=100, description="Most tasks in one plan.")
+    config: CompilerConfig = Field(
+        default_factory=CompilerConfig, description="Options and limits of each turn."
+    )
+    dialect: Any = Field(default=None, description="The plan dialect (default: LLMCompiler).")
     planner_examples: str | None = Field(default=None, description="Few-shot plan examples.")
     joiner_examples: str | None = Field(default=None, description="Few-shot joiner examples.")
     compiler_timeout: float | None = Field(default=600.0, description="Seconds per turn.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_options(cls, data: Any) -> Any:
+        """Accept ``CompilerConfig`` fields (``max_replans=1``) as keyword arguments."""
+        if not isinstance(data, dict):
+            return data
+        names = set(CompilerConfig.model_fields)
+        overrides = {k: data.pop(k) for k in list(data) if k in names}
+        if overrides:
+            data["config"] = make_config(data.get("config"), overrides)
+        return data
+
+    def _engine(self, tools: Sequence[BaseTool], ctx: Context) -> LLMCompilerWorkflow:
+        """The workflow that runs one turn."""
+        dialect = self.dialect
+        if dialect is None:
+            dialect = LLMCompilerDialect(
+                planner_examples=self.planner_examples, joiner_examples=self.joiner_examples
+            )
+        return LLMCompilerWorkflow(
+            tools=[_stand_in(t) if t.metadata.get_name() == HANDOFF else t for t in tools],
+            llm=self.llm,
+            config=self.config,
+            dialect=dialect,
+            system_prompt=self.system_prompt,
+            name=self.name,
+            timeout=self.compiler_timeout,
+            tool_context=ctx,
+        )
 
     async def take_step(
         self,
@@ -63,40 +97,27 @@ class LLMCompilerAgent(BaseWorkflowAgent):
         """Run one compiled plan over the conversation; return the answer or a handoff."""
         ctx.write_event_to_stream(AgentInput(input=llm_input, current_agent_name=self.name))
         question, history = _split(llm_input)
-        engine = LLMCompilerWorkflow(
-            tools=[_stand_in(t) if t.metadata.get_name() == HANDOFF else t for t in tools],
-            llm=self.llm,
-            max_replans=self.max_replans,
-            max_concurrency=self.max_concurrency,
-            tool_timeout=self.tool_timeout,
-            max_tasks=self.max_tasks,
-            planner_examples=self.planner_examples,
-            joiner_examples=self.joiner_examples,
-            system_prompt=self.system_prompt,
-            name=self.name,
-            timeout=self.compiler_timeout,
-            tool_context=ctx,
-        )
-        handler = engine.run(user_msg=question, chat_history=history)
+        handler = self._engine(tools, ctx).run(user_msg=question, chat_history=history)
         try:
             async for ev in handler.stream_events():
                 self._forward(ctx, ev)
-            result: AgentOutput = await handler
+            result: CompilerOutput = await handler
         except BaseException:
             if not handler.done():
                 await handler.cancel_run()
             raise
-        direct = (result.raw or {}).get("return_direct")
+        direct = result.summary.return_direct
         calls: list[ToolSelection] = []
-        if direct and direct["tool"] == HANDOFF:
+        if direct is not None and direct.tool == HANDOFF:
             calls = [
                 ToolSelection(
-                    tool_id=f"{self.name}-{direct['task_id']}",
+                    tool_id=f"{self.name}-{direct.id}",
                     tool_name=HANDOFF,
-                    tool_kwargs=direct["kwargs"],
+                    tool_kwargs=direct.args,
                 )
             ]
-            await ctx.store.set(_notes_key(self.name), _notes(result))
+            await ctx.store.set(_notes_key(self.name), _notes(result.summary))
+        # A plain AgentOutput: agent workflows route it by its exact type.
         return AgentOutput(
             response=result.response,
             current_agent_name=self.name,
@@ -164,7 +185,7 @@ def _split(messages: list[ChatMessage]) -> tuple[str, list[ChatMessage]]:
             if later:  # e.g. another agent's work after the question: keep it as context
                 question += "\n" + "\n".join(f"{m.role.value}: {m.content}" for m in later)
             return question, history
-    raise ValueError("The agent was given no user message.")
+    raise RunError("The agent was given no user message.")
 
 
 def _stand_in(handoff: BaseTool) -> BaseTool:
@@ -185,13 +206,12 @@ def _notes_key(name: str) -> str:
     return f"llm_compiler_notes_{name}"
 
 
-def _notes(result: AgentOutput) -> str:
+def _notes(summary: RunSummary) -> str:
     """The compiled results, for the agent that takes over."""
-    tasks = (result.raw or {}).get("tasks", {})
     lines = [
-        f"{tid}. {t['tool']}({', '.join(f'{k}={render_value(v)}' for k, v in t['kwargs'].items())})"
-        f" -> {t['output']}"
-        for tid, t in sorted(tasks.items())
-        if t["tool"] != HANDOFF
+        f"{t.id}. {t.tool}({', '.join(f'{k}={render_value(v)}' for k, v in t.args.items())})"
+        f" -> {t.output}"
+        for t in summary.tasks
+        if t.tool != HANDOFF
     ]
     return "Results gathered before the handoff:\n" + "\n".join(lines) if lines else ""

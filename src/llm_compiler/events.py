@@ -33,13 +33,20 @@ class CompilerStartEvent(StartEvent):
     memory: BaseMemory | None = Field(default=None, exclude=True)
 
 
-class PlanEvent(Event):
+class _RunEvent(Event):
+    """An event of one run; ``run_id`` keeps a cancelled run's late events out of the next."""
+
+    run_id: str = ""
+
+
+class PlanEvent(_RunEvent):
     """Emitted by the planner; consumed by the scheduler.
 
     While the plan streams, one ``PlanEvent`` (``complete=False``) carries the tasks whose
     lines just completed. The last one of a round has ``complete=True`` and carries the
     whole plan: every task, the planner's thoughts, its raw text, the id of its ``join()``
-    line and plan-level errors (no join, empty plan, too many tasks, reused ids).
+    line, plan-level errors (no join, empty plan, too many tasks, reused ids) and the
+    planner call's token usage where the LLM reports it.
     """
 
     round: int
@@ -49,9 +56,11 @@ class PlanEvent(Event):
     text: str = ""
     errors: list[str] = Field(default_factory=list)
     join_id: int | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
-class TaskReady(Event):
+class TaskReady(_RunEvent):
     """Emitted by the scheduler when a task's inputs are done; consumed by the executor.
 
     ``args`` are the resolved keyword arguments the tool is called with.
@@ -63,7 +72,7 @@ class TaskReady(Event):
     args: dict[str, Any] = Field(default_factory=dict)
 
 
-class TaskResult(Event):
+class TaskResult(_RunEvent):
     """One per task: emitted by the executor, or by the scheduler for a task that cannot run.
 
     Attributes:
@@ -88,13 +97,13 @@ class TaskResult(Event):
         return max(0.0, self.finished_at - self.started_at)
 
 
-class JoinEvent(Event):
+class JoinEvent(_RunEvent):
     """Emitted by the scheduler once the plan is complete and every task has a result."""
 
     round: int
 
 
-class ReplanEvent(Event):
+class ReplanEvent(_RunEvent):
     """Emitted by the joiner when it decides to plan again; consumed by the planner.
 
     ``round`` is the new round's number; ``reason`` is the joiner's Replan(...) text.

@@ -2,8 +2,9 @@
 
 Read it with ``await handler.ctx.store.get_state()``. Every field is JSON-safe (a tool
 output that is not becomes its text), so a run's context survives ``to_dict`` and
-``from_dict``; only ``memory`` (a live object) is left out of serialization and rebuilt
-from ``transcript``.
+``from_dict``; only ``memory`` and ``toolset`` (live objects) are left out of
+serialization and rebuilt on resume (the memory from ``transcript``, the tools from the
+workflow's tools and its retriever).
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import BaseMemory
 from pydantic import BaseModel, ConfigDict, Field
 
+from llm_compiler.events import TaskResult
 from llm_compiler.plan import PlanTask
+from llm_compiler.prompting import RoundRecord, TaskRecord
+from llm_compiler.tools import ToolSet
 
 
 class TaskOutcome(BaseModel):
@@ -23,6 +27,19 @@ class TaskOutcome(BaseModel):
     output: Any = None
     is_error: bool = False
     skipped: bool = False
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+    @classmethod
+    def from_result(cls, ev: TaskResult) -> TaskOutcome:
+        """The outcome a ``TaskResult`` reports."""
+        return cls(
+            output=ev.output,
+            is_error=ev.is_error,
+            skipped=ev.skipped,
+            started_at=ev.started_at,
+            finished_at=ev.finished_at,
+        )
 
 
 class RoundState(BaseModel):
@@ -42,6 +59,8 @@ class CompilerState(BaseModel):
     """State of one run (and, with the same context, of the conversation).
 
     Attributes:
+        run_id: Identifies the current run; events of an earlier run on the same context
+            (a cancelled turn's late results) are ignored.
         question: The current user message.
         transcript: The conversation before the current question.
         tool_names: Tools this run may use (all, or the retriever's choice).
@@ -53,10 +72,13 @@ class CompilerState(BaseModel):
         queued: Tasks whose inputs are done, waiting for a concurrency slot.
         running: Tasks dispatched and not yet finished.
         rounds: One record per round.
+        prompt_tokens / completion_tokens: LLM token usage of this question, where reported.
+        toolset: The run's tools (live objects: not serialized; rebuilt on resume).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
+    run_id: str = ""
     question: str = ""
     transcript: list[ChatMessage] = Field(default_factory=list)
     tool_names: list[str] = Field(default_factory=list)
@@ -68,7 +90,10 @@ class CompilerState(BaseModel):
     queued: list[int] = Field(default_factory=list)
     running: list[int] = Field(default_factory=list)
     rounds: list[RoundState] = Field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     memory: BaseMemory | None = Field(default=None, exclude=True)
+    toolset: ToolSet | None = Field(default=None, exclude=True)
 
     def round_tasks(self, round: int) -> list[PlanTask]:
         """Tasks of one round, in id order."""
@@ -81,3 +106,40 @@ class CompilerState(BaseModel):
     def next_id(self) -> int:
         """The first free task id for a new plan."""
         return max(self.taken_ids(), default=0) + 1
+
+
+def round_records(state: CompilerState, max_chars: int) -> list[RoundRecord]:
+    """Every round of the current question, with observations cut to `max_chars`."""
+    out = []
+    for round, record in enumerate(state.rounds):
+        tasks = []
+        for task in state.round_tasks(round):
+            outcome = state.outcomes.get(task.id)
+            tasks.append(
+                TaskRecord(
+                    id=task.id,
+                    tool=task.tool,
+                    text=task.text,
+                    observation=None if outcome is None else observe(outcome.output, max_chars),
+                    is_error=outcome is not None and outcome.is_error,
+                    skipped=outcome is not None and outcome.skipped,
+                )
+            )
+        out.append(
+            RoundRecord(
+                tasks=tasks,
+                errors=record.errors,
+                thought=record.joiner_thought,
+                reason=record.replan_reason,
+                text=record.text,
+            )
+        )
+    return out
+
+
+def observe(output: Any, max_chars: int) -> str:
+    """A result as the prompts show it, cut to `max_chars`."""
+    text = output if isinstance(output, str) else repr(output)
+    if len(text) > max_chars:
+        text = text[:max_chars] + " ...(cut)"
+    return text

@@ -1,4 +1,11 @@
-"""Tools: adapting callables, binding plan arguments, and calling with a timeout."""
+"""Tools: adapting callables, the per-run tool set, binding plan arguments, calling.
+
+Sync callables run in a shared pool of threads (:class:`ToolThreads`). A thread whose
+tool call timed out cannot be stopped: Python has no way to kill a thread. It is written
+off, and once written-off threads fill half the pool, new calls go to a fresh pool, so a
+tool that hangs never starves other calls or runs; the old threads end whenever their
+calls return (a call that never returns keeps its thread until the process exits).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +13,11 @@ import asyncio
 import functools
 import inspect
 import json
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from llama_index.core.tools import BaseTool, FunctionTool
@@ -20,8 +30,64 @@ from llm_compiler.plan import JOIN_TOOL, PlanTask
 ToolLike = BaseTool | Callable[..., Any]
 
 
-def to_tool(obj: ToolLike, executor: Executor | None = None) -> BaseTool:
-    """Wrap a plain callable as a FunctionTool; sync callables run in `executor`.
+class ToolThreads:
+    """The threads sync tools run in, replaced when hung calls would starve it.
+
+    Args:
+        max_workers: Threads per pool.
+    """
+
+    def __init__(self, max_workers: int = 64) -> None:
+        self.max_workers = max_workers
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._stuck = 0
+        self.replaced = 0
+        """How many times a pool was given up because of hung calls."""
+
+    @property
+    def stuck(self) -> int:
+        """Calls that timed out and still hold a thread of the current pool."""
+        return self._stuck
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        """Run `fn` in a thread."""
+        with self._lock:
+            if self._pool is None or self._stuck * 2 >= self.max_workers:
+                if self._pool is not None:
+                    self._pool.shutdown(wait=False)  # its threads end with their calls
+                    self.replaced += 1
+                self._pool = ThreadPoolExecutor(
+                    self.max_workers, thread_name_prefix="llm-compiler-tool"
+                )
+                self._stuck = 0
+            pool = self._pool
+        future = pool.submit(fn)
+        future.pool = pool  # type: ignore[attr-defined]
+        return future
+
+    def abandon(self, future: Future[Any]) -> None:
+        """A caller stopped waiting for `future` (timeout, cancellation): write it off."""
+        if future.cancel():
+            return  # it had not started: no thread is held
+        with self._lock:
+            if getattr(future, "pool", None) is not self._pool:
+                return
+            self._stuck += 1
+        future.add_done_callback(self._released)
+
+    def _released(self, future: Future[Any]) -> None:
+        with self._lock:
+            if getattr(future, "pool", None) is self._pool and self._stuck > 0:
+                self._stuck -= 1
+
+
+#: The process-wide pool for sync tools.
+TOOL_THREADS = ToolThreads()
+
+
+def to_tool(obj: ToolLike, threads: ToolThreads | None = None) -> BaseTool:
+    """Wrap a plain callable as a FunctionTool; sync callables run in `threads`.
 
     A BaseTool is returned as it is.
     """
@@ -33,23 +99,27 @@ def to_tool(obj: ToolLike, executor: Executor | None = None) -> BaseTool:
         getattr(obj, "__call__", None)  # noqa: B004 - async callable objects
     ):
         return FunctionTool.from_defaults(async_fn=obj)
-    return FunctionTool.from_defaults(fn=obj, async_fn=_threaded(obj, executor))
+    return FunctionTool.from_defaults(fn=obj, async_fn=_threaded(obj, threads or TOOL_THREADS))
 
 
-def _threaded(fn: Callable[..., Any], executor: Executor | None) -> Callable[..., Any]:
+def _threaded(fn: Callable[..., Any], threads: ToolThreads) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def run(*args: Any, **kwargs: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
+        future = threads.submit(functools.partial(fn, *args, **kwargs))
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            threads.abandon(future)
+            raise
 
     return run
 
 
-def tool_map(tools: Sequence[ToolLike], executor: Executor | None = None) -> dict[str, BaseTool]:
+def tool_map(tools: Sequence[ToolLike], threads: ToolThreads | None = None) -> dict[str, BaseTool]:
     """Index tools by name; names must be unique and not ``join``."""
     out: dict[str, BaseTool] = {}
     for obj in tools:
-        tool = to_tool(obj, executor)
+        tool = to_tool(obj, threads)
         name = tool.metadata.get_name()
         if name == JOIN_TOOL:
             raise ConfigurationError("A tool may not be called 'join': it ends every plan.")
@@ -57,6 +127,48 @@ def tool_map(tools: Sequence[ToolLike], executor: Executor | None = None) -> dic
             raise ConfigurationError(f"Two tools are named {name!r}.")
         out[name] = tool
     return out
+
+
+@dataclass(frozen=True)
+class ToolSet:
+    """The tools of one run, by name; built when the run starts and never shared.
+
+    A ``tool_retriever``'s choice is part of it, so two runs with different tools of the
+    same name each call their own.
+    """
+
+    by_name: Mapping[str, BaseTool] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, base: Mapping[str, BaseTool], retrieved: Sequence[BaseTool] = ()) -> ToolSet:
+        """`base` plus `retrieved` tools (a retrieved tool never replaces a base tool)."""
+        tools = dict(base)
+        for tool in tool_map([t for t in retrieved if t.metadata.get_name() not in base]).values():
+            tools.setdefault(tool.metadata.get_name(), tool)
+        return cls(MappingProxyType(tools))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.by_name
+
+    def __iter__(self) -> Iterator[BaseTool]:
+        return iter(self.by_name.values())
+
+    def __len__(self) -> int:
+        return len(self.by_name)
+
+    def get(self, name: str) -> BaseTool | None:
+        """The tool called `name`, if this run has it."""
+        return self.by_name.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        """Tool names, in order."""
+        return list(self.by_name)
+
+
+def action_line(tool: BaseTool) -> str:
+    """``name(sig): description``, the line the planner sees."""
+    return f"{signature(tool)}: {description(tool)}"
 
 
 def parameters(tool: BaseTool) -> list[str]:
@@ -86,11 +198,11 @@ def signature(tool: BaseTool) -> str:
     except Exception:  # a schema with unresolved annotations still has field names
         props = {}
     parts = []
-    for pname, field in schema.model_fields.items():
+    for pname, info in schema.model_fields.items():
         typ = _type_name(props.get(pname, {}))
         part = f"{pname}: {typ}" if typ else pname
-        if not field.is_required():
-            part += f" = {field.get_default(call_default_factory=True)!r}"
+        if not info.is_required():
+            part += f" = {info.get_default(call_default_factory=True)!r}"
         parts.append(part)
     return f"{name}({', '.join(parts)})"
 
@@ -187,6 +299,8 @@ async def call_tool(tool: BaseTool, kwargs: dict[str, Any], ctx: Any = None) -> 
     raw = output.raw_output
     if output.is_error:
         raise RuntimeError(str(output.content))
+    if isinstance(tool, FunctionTool):
+        return raw  # the function's own return value, None included
     return output.content if raw is None else raw
 
 

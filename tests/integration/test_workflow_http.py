@@ -42,8 +42,8 @@ from .fake_openai import (
     replan_text,
 )
 
-PLAN_STOP = ["<END_OF_PLAN>", "\n###", "\nQuestion:"]
-JOIN_STOP = ["\n###", "\nQuestion:", "<END_OF_RESPONSE>"]
+PLAN_STOP = ["<END_OF_PLAN>", "\nQuestion:"]
+JOIN_STOP = ["<END_OF_RESPONSE>"]
 
 HEIGHTS = {"Mount Everest": 8849, "K2": 8611}
 QUESTION = "How much higher is Mount Everest than K2?"

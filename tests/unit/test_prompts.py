@@ -5,7 +5,10 @@ from __future__ import annotations
 from llama_index.core.llms import ChatMessage
 from llama_index.core.tools import FunctionTool
 
-from llm_compiler import prompts
+from llm_compiler.dialects import LLMCompilerDialect, PlannerContext
+from llm_compiler.dialects.llmcompiler import prompts
+from llm_compiler.joiner import LAST_ROUND_NOTE, JoinerInput
+from llm_compiler.prompting import PromptContext, RoundRecord, TaskRecord
 
 
 def search(query: str, k: int = 3) -> str:
@@ -16,32 +19,43 @@ def search(query: str, k: int = 3) -> str:
 TOOL = FunctionTool.from_defaults(fn=search)
 
 
+def planner(question="q", examples=None, **prompt) -> prompts.PlannerInput:
+    ctx = PlannerContext(prompt=PromptContext(question=question, **prompt), tools=[TOOL])
+    return prompts.PlannerInput(ctx, examples)
+
+
 def test_action_lines_show_signature_and_description():
     assert prompts.render_actions([TOOL]) == "1. search(query: str, k: int = 3): Search the web."
 
 
 def test_planner_system_prompt():
-    text = prompts.PlannerInput([TOOL], "q", examples="", system_prompt="Be brief.").system()
+    text = planner(examples="", system_prompt="Be brief.").system()
     assert text.startswith("Be brief.\n\nGiven a question, write a plan")
-    assert "following" not in text
     assert "1. search(query: str, k: int = 3): Search the web.\n2. join(): collects" in text
     assert text.rstrip().endswith("Always end with `join()`, then write <END_OF_PLAN>.")
 
 
 def test_default_examples_are_marked_as_illustrations():
-    text = prompts.PlannerInput([TOOL], "q").system()
+    text = planner().system()
     assert prompts.EXAMPLE_NOTE in text and 'search("Eiffel Tower")' in text
-    assert prompts.EXAMPLE_NOTE not in prompts.PlannerInput([TOOL], "q", examples="X\n").system()
+    assert "###" not in text  # a separator the joiner could mistake for an answer's end
+    assert prompts.EXAMPLE_NOTE not in planner(examples="X\n").system()
 
 
 def test_replan_request_shows_history_and_next_id():
-    record = prompts.RoundRecord(
-        plan_lines=[('1. search("a")', "A"), ("2. search($9)", "Error: bad ref")],
+    record = RoundRecord(
+        tasks=[
+            TaskRecord(1, "search", '1. search("a")', "A"),
+            TaskRecord(2, "search", "2. search($9)", "Error: bad ref", is_error=True),
+        ],
         errors=["The plan did not end with join()."],
         thought="not enough",
         reason="look up b",
     )
-    assert prompts.PlannerInput([TOOL], "q?", rounds=[record], next_id=4).request() == (
+    ctx = PlannerContext(
+        prompt=PromptContext(question="q?", rounds=[record]), tools=[TOOL], next_id=4
+    )
+    assert prompts.PlannerInput(ctx).request() == (
         "Question: q?\n"
         '1. search("a")\nObservation: A\n2. search($9)\nObservation: Error: bad ref\n'
         "Plan error: The plan did not end with join().\nThought: not enough\nReplan: look up b\n"
@@ -51,12 +65,12 @@ def test_replan_request_shows_history_and_next_id():
 
 def test_completion_prompts_end_where_the_model_continues():
     history = [ChatMessage(role="user", content="hi"), ChatMessage(role="assistant", content="yo")]
-    plan = prompts.PlannerInput([TOOL], "q?", history, examples="").prompt()
+    plan = planner("q?", examples="", history=history, chat=False).prompt()
     assert "Conversation so far:\nuser: hi\nassistant: yo\n" in plan
     assert plan.endswith("\nQuestion: q?\n")
-    join = prompts.JoinerInput("q?", last_round=True, examples="").prompt()
-    assert join.endswith("Question: q?\n\nThought:")
-    assert prompts.LAST_ROUND_NOTE.strip() in join
+    request = JoinerInput(PromptContext("q?", last_round=True, chat=False), "").llm_request()
+    assert request.prompt is not None and request.prompt.endswith("Question: q?\n\nThought:")
+    assert request.prefill == "Thought:" and LAST_ROUND_NOTE.strip() in request.prompt
 
 
 def test_chat_messages_keep_only_the_conversation():
@@ -66,6 +80,7 @@ def test_chat_messages_keep_only_the_conversation():
         ChatMessage(role="tool", content="tool output"),
         ChatMessage(role="assistant", content="yo"),
     ]
-    messages = prompts.JoinerInput("q?", history).messages()
-    assert [m.role.value for m in messages] == ["system", "user", "assistant", "user"]
-    assert prompts.LAST_ROUND_NOTE.strip() not in messages[0].content
+    request = LLMCompilerDialect().joiner_request(PromptContext("q?", history))
+    assert request.messages is not None
+    assert [m.role.value for m in request.messages] == ["system", "user", "assistant", "user"]
+    assert LAST_ROUND_NOTE.strip() not in (request.messages[0].content or "")

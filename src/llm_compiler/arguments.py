@@ -1,0 +1,291 @@
+"""Call arguments as models write them, parsed safely into JSON-safe values with references.
+
+Shared by every plan dialect. Arguments are parsed with :mod:`ast` and JSON only;
+nothing the model writes is ever executed. ``$N``/``${N}`` name the result of task N;
+a reference becomes ``{"$ref": N}`` (see :mod:`llm_compiler.plan`).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from llm_compiler.plan import CONCAT, ref
+
+_WHOLE_REF = re.compile(r"^\$(?:\{(\d+)\}|(\d+))$")
+# `$1` must not match inside `$10`, nor be the start of a number such as `$1.5` or `$1,000`.
+_TEXT_REF = re.compile(r"\$\{(\d+)\}|\$(\d+)(?![\d])(?![.,]\d)")
+_BARE_REF = re.compile(r"\$\{(\d+)\}|\$(\d+)(?![\d])")
+_PLACEHOLDER = re.compile(r"^__ref_(\d+)__$")
+
+
+class PlanLineError(ValueError):
+    """A plan line that cannot become a runnable task."""
+
+
+# --------------------------------------------------------------------------- scanning
+
+
+def find_closing_paren(text: str) -> tuple[int | None, list[str]]:
+    """Find the ``)`` that closes an already-open call, skipping string literals.
+
+    Returns the index of that parenthesis (or None) and the brackets still open at the
+    end of `text` when there is none.
+    """
+    stack: list[str] = []
+    quote: str | None = None
+    i = 0
+    pairs = {"(": ")", "[": "]", "{": "}"}
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch in pairs:
+            stack.append(pairs[ch])
+        elif ch in ")]}":
+            if not stack:
+                if ch == ")":
+                    return i, []
+            elif stack[-1] == ch:
+                stack.pop()
+        i += 1
+    return None, stack
+
+
+def _replace_bare_refs(text: str) -> str:
+    """Turn ``$3``/``${3}`` written outside string literals into placeholder names."""
+    out: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            out.append(ch)
+            if ch == "\\" and i + 1 < len(text):
+                out.append(text[i + 1])
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+            out.append(ch)
+        elif ch == "$":
+            m = _BARE_REF.match(text, i)
+            if m:
+                out.append(f"__ref_{m.group(1) or m.group(2)}__")
+                i = m.end()
+                continue
+            out.append(ch)
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+class _Converter:
+    """Turns an argument AST into JSON-safe values with references."""
+
+    def __init__(
+        self,
+        own_id: int,
+        earlier: set[int],
+        source: str,
+        alias: dict[int, int] | None = None,
+        written_id: int | None = None,
+    ) -> None:
+        self.own_id = own_id
+        self.earlier = earlier
+        self.source = source
+        self.alias = alias or {}
+        self.written_id = own_id if written_id is None else written_id
+
+    def is_ref(self, n: int, explicit: bool) -> int | None:
+        """The task id `$n` refers to, or None when it is just text."""
+        if n == self.written_id:
+            raise PlanLineError(f"Task {self.own_id} references itself (${n}).")
+        if n in self.alias:
+            return self.alias[n]
+        if n in self.earlier:
+            return n
+        if explicit:
+            raise PlanLineError(
+                f"Task {self.own_id} references task {n}, which is not an earlier task."
+            )
+        return None
+
+    def text(self, s: str, explicit: bool = False) -> Any:
+        """A string literal: a whole reference, a template, or plain text."""
+        whole = _WHOLE_REF.match(s.strip())
+        if whole:
+            n = int(whole.group(1) or whole.group(2))
+            target = self.is_ref(n, explicit or whole.group(1) is not None)
+            return s if target is None else ref(target)
+        parts: list[Any] = []
+        pos = 0
+        for m in _TEXT_REF.finditer(s):
+            n = int(m.group(1) or m.group(2))
+            target = self.is_ref(n, explicit or m.group(1) is not None)
+            if target is None:
+                continue
+            parts.append(s[pos : m.start()])
+            parts.append(ref(target))
+            pos = m.end()
+        if not parts:
+            return s
+        parts.append(s[pos:])
+        return _concat(parts)
+
+    def node(self, node: ast.AST) -> Any:  # noqa: C901 - one branch per node kind
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, str):
+                return self.text(node.value)
+            if isinstance(node.value, (int, float, bool)) or node.value is None:
+                return node.value
+            return self.source_text(node)
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            return [self.node(e) for e in node.elts]
+        if isinstance(node, ast.Dict):
+            out: dict[str, Any] = {}
+            for k, v in zip(node.keys, node.values, strict=True):
+                key = self.node(k) if k is not None else None
+                if not isinstance(key, (str, int, float, bool)):
+                    return self.source_text(node)
+                out[str(key)] = self.node(v)
+            return out
+        if (
+            isinstance(node, ast.UnaryOp)
+            and isinstance(node.op, (ast.USub, ast.UAdd))
+            and isinstance(node.operand, ast.Constant)
+            and isinstance(node.operand.value, (int, float))
+            and not isinstance(node.operand.value, bool)
+        ):
+            v = node.operand.value
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.Name):
+            m = _PLACEHOLDER.match(node.id)
+            if m:
+                target = self.is_ref(int(m.group(1)), explicit=True)
+                assert target is not None  # explicit references raise instead
+                return ref(target)
+            return node.id  # a bare word: search(Rosetta)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.node(node.left), self.node(node.right)
+            if _stringish(left) or _stringish(right):
+                return _concat([left, right])
+        return self.source_text(node)
+
+    def source_text(self, node: ast.AST) -> Any:
+        """An expression we do not evaluate: pass its source as text."""
+        seg = ast.get_source_segment(self.source, node) or ""
+        seg = re.sub(r"__ref_(\d+)__", r"${\1}", seg)
+        return self.text(seg)
+
+
+def _stringish(v: Any) -> bool:
+    return isinstance(v, str) or (isinstance(v, dict) and CONCAT in v)
+
+
+def _concat(parts: Iterable[Any]) -> Any:
+    flat: list[Any] = []
+    for p in parts:
+        items = p[CONCAT] if isinstance(p, dict) and CONCAT in p else [p]
+        for item in items:
+            if isinstance(item, (int, float)) and not isinstance(item, bool):
+                item = str(item)
+            if isinstance(item, str) and flat and isinstance(flat[-1], str):
+                flat[-1] += item
+            elif item != "":
+                flat.append(item)
+    if not flat:
+        return ""
+    if len(flat) == 1 and isinstance(flat[0], str):
+        return flat[0]
+    return {CONCAT: flat}
+
+
+def parse_arguments(
+    text: str,
+    *,
+    own_id: int,
+    earlier: Iterable[int],
+    alias: dict[int, int] | None = None,
+    written_id: int | None = None,
+) -> tuple[list[Any], dict[str, Any]]:
+    """Parse the inside of ``tool(...)`` into positional and keyword arguments.
+
+    Accepts Python-literal syntax, unquoted text (``search(In Cold Blood)``), and
+    ``$N``/``${N}`` references anywhere. `alias` maps ids as the planner wrote them to
+    the ids they were renumbered to (`written_id` is this task's). Raises PlanLineError
+    for invalid references.
+    """
+    conv = _Converter(own_id, set(earlier), "", alias, written_id)
+    if not text.strip():
+        return [], {}
+    prepared = _replace_bare_refs(text)
+    source = f"_f({prepared})"
+    try:
+        call = ast.parse(source, mode="eval").body
+    except SyntaxError:
+        # Unquoted free text (the original few-shot plans do this): one string argument.
+        return [conv.text(_strip_quotes(text.strip()))], {}
+    assert isinstance(call, ast.Call)
+    conv.source = source
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(
+        k.arg is None for k in call.keywords
+    ):
+        raise PlanLineError("Star arguments (*args, **kwargs) are not supported in a plan.")
+    args = [conv.node(a) for a in call.args]
+    kwargs = {k.arg: conv.node(k.value) for k in call.keywords if k.arg}
+    return args, kwargs
+
+
+def _strip_quotes(s: str) -> str:
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
+        return s[1:-1]
+    return s
+
+
+def _json_value(conv: _Converter, value: Any) -> Any:
+    if isinstance(value, str):
+        return conv.text(value)
+    if isinstance(value, list):
+        return [_json_value(conv, v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(conv, v) for k, v in value.items()}
+    return value
+
+
+def parse_json_call(
+    body: str,
+    task_id: int,
+    earlier: set[int],
+    alias: dict[int, int] | None = None,
+    written_id: int | None = None,
+) -> tuple[str, list, dict]:
+    try:
+        obj, _ = json.JSONDecoder().raw_decode(body)
+    except json.JSONDecodeError as e:
+        raise PlanLineError(f"Task {task_id} is not valid JSON: {e.msg}.") from None
+    conv = _Converter(task_id, earlier, "", alias, written_id)
+    if isinstance(obj, dict) and "tool" in obj and isinstance(obj["tool"], str):
+        name, payload = obj["tool"], obj.get("args", obj.get("arguments", {}))
+    elif isinstance(obj, dict) and len(obj) == 1:
+        name, payload = next(iter(obj.items()))
+    else:
+        raise PlanLineError(f'Task {task_id} must be {{"tool_name": {{"arg": value}}}}.')
+    if isinstance(payload, dict):
+        return name, [], {str(k): _json_value(conv, v) for k, v in payload.items()}
+    if isinstance(payload, list):
+        return name, [_json_value(conv, v) for v in payload], {}
+    return name, [_json_value(conv, payload)], {}

@@ -1,0 +1,65 @@
+"""Options and limits of a compiler run, shared by the workflow and the agent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from llm_compiler.errors import ConfigurationError
+
+#: Most tool calls one run executes at once (the executor's workers).
+MAX_PARALLEL_TOOLS = 64
+
+
+class CompilerConfig(BaseModel):
+    """How a compiler run behaves; frozen (use ``model_copy(update=...)`` to vary).
+
+    Attributes:
+        max_replans: Replan rounds allowed after the first plan; the last must finish.
+        max_concurrency: Most tool calls running at once per run (None: up to
+            ``MAX_PARALLEL_TOOLS``, which is also the most it may be).
+        tool_timeout: Seconds per tool call (None: none); a timeout is an error
+            observation.
+        max_tasks: Most tasks accepted in one plan; later lines become a plan error.
+        max_observation_chars: Observations longer than this are cut in prompts.
+        stream_tokens: Stream planner and joiner tokens as ``CompilerStream`` events.
+        constrained: Ask the model server for constrained decoding (a grammar or JSON
+            schema from the tools) when the dialect has one. None: on where the server
+            is known to support it (the embedded llama.cpp model), else off.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_replans: int = Field(default=3, ge=0)
+    max_concurrency: int | None = Field(default=None, ge=1)
+    tool_timeout: float | None = Field(default=None, gt=0)
+    max_tasks: int = Field(default=100, ge=1)
+    max_observation_chars: int = Field(default=4000, ge=1)
+    stream_tokens: bool = True
+    constrained: bool | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> CompilerConfig:
+        if self.max_concurrency is not None and self.max_concurrency > MAX_PARALLEL_TOOLS:
+            raise ValueError(
+                f"max_concurrency={self.max_concurrency} is more than the executor's "
+                f"{MAX_PARALLEL_TOOLS} workers."
+            )
+        return self
+
+    @property
+    def concurrency(self) -> int:
+        """The effective limit on tool calls at once."""
+        return self.max_concurrency or MAX_PARALLEL_TOOLS
+
+
+def make_config(config: CompilerConfig | None, overrides: dict[str, Any]) -> CompilerConfig:
+    """`config` (or the defaults) with keyword overrides; bad values are a ConfigurationError."""
+    try:
+        base = config or CompilerConfig()
+        if not overrides:
+            return base
+        return CompilerConfig.model_validate({**base.model_dump(), **overrides})
+    except ValueError as e:  # pydantic's ValidationError is a ValueError
+        raise ConfigurationError(f"Invalid compiler option: {e}") from None

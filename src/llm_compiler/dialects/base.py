@@ -1,0 +1,101 @@
+"""The plan-dialect protocol: how a plan format plugs into the engine.
+
+A dialect owns everything about the text an LLM writes: the planner prompt, its stop
+sequences and request extras, a streaming parser that turns the model's text into
+:class:`~llm_compiler.plan.PlanTask`s, and the joiner's prompt and decision parser. The
+engine (scheduler, executor, events, state) never knows which dialect produced the
+tasks; adding a format is a new module here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from llama_index.core.tools import BaseTool
+
+from llm_compiler._llm import LLMRequest
+from llm_compiler.joiner import JoinerDecision
+from llm_compiler.plan import PlanTask
+from llm_compiler.prompting import PromptContext
+
+
+@dataclass(frozen=True)
+class PlannerContext:
+    """What the planner of one round is given.
+
+    Attributes:
+        prompt: The question, conversation, earlier rounds and the user's system prompt.
+        tools: The tools of this run, in order.
+        round: The round (0 for the first plan).
+        next_id: The first free task id (ids are unique across rounds).
+        known_ids: Ids of earlier rounds' tasks, which new tasks may reference.
+        taken_ids: Every id a new task may not reuse (tasks and join lines).
+        max_tasks: Most tasks one plan may have.
+        constrained: Ask the server for constrained decoding (a grammar or a JSON
+            schema) if the dialect has one.
+    """
+
+    prompt: PromptContext
+    tools: Sequence[BaseTool]
+    round: int = 0
+    next_id: int = 1
+    known_ids: frozenset[int] = frozenset()
+    taken_ids: frozenset[int] = frozenset()
+    max_tasks: int = 100
+    constrained: bool = False
+
+
+@runtime_checkable
+class PlanStream(Protocol):
+    """A streaming plan parser: text deltas in, completed tasks out, never raising.
+
+    Attributes:
+        done: No more tasks will come (the plan ended); the engine stops reading.
+        text: Everything fed so far.
+        thoughts: The planner's thoughts, in order.
+        errors: Plan-level problems (no join, too many tasks, reused ids ...).
+        join_id: The id of the plan's join marker, if it has one.
+    """
+
+    done: bool
+    text: str
+    thoughts: list[str]
+    errors: list[str]
+    join_id: int | None
+
+    def feed(self, delta: str) -> list[PlanTask]:
+        """Add streamed text; return the tasks it completed."""
+        ...
+
+    def finish(self) -> list[PlanTask]:
+        """The stream ended: return the last tasks and record plan-level errors."""
+        ...
+
+
+@runtime_checkable
+class PlanDialect(Protocol):
+    """A plan format: prompts, stops, streaming parser and joiner.
+
+    Attributes:
+        name: A short name (``llmcompiler``, ``coa``, ``json``) shown in summaries.
+    """
+
+    name: str
+
+    def planner_request(self, context: PlannerContext) -> LLMRequest:
+        """The planner call for one round."""
+        ...
+
+    def plan_parser(self, context: PlannerContext) -> PlanStream:
+        """A fresh streaming parser for the planner's reply in this round."""
+        ...
+
+    def joiner_request(self, context: PromptContext) -> LLMRequest:
+        """The joiner call after a round."""
+        ...
+
+    def parse_decision(self, text: str) -> JoinerDecision:
+        """The joiner's decision from its whole reply (prefill included)."""
+        ...

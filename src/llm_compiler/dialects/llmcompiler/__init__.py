@@ -1,0 +1,66 @@
+"""The LLMCompiler plan format (the paper's): numbered calls, ``$N`` references, ``join()``.
+
+::
+
+    Thought: I need both heights.
+    1. search("Mount Everest")
+    2. search("K2")
+    3. calculator("$1 - $2")
+    4. join()<END_OF_PLAN>
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llm_compiler._llm import LLMRequest
+from llm_compiler.dialects.base import PlannerContext
+from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
+from llm_compiler.dialects.llmcompiler.prompts import END_OF_PLAN, PlannerInput
+from llm_compiler.joiner import JoinerDecision, JoinerInput, parse_joiner_output
+from llm_compiler.prompting import PromptContext
+
+#: The planner's stop sequences: its end marker, and the start of a new few-shot example.
+PLAN_STOP = (END_OF_PLAN, "\nQuestion:")
+
+
+@dataclass(frozen=True)
+class LLMCompilerDialect:
+    """Plans as numbered ``tool(args)`` lines; the Thought/Action joiner.
+
+    Args:
+        planner_examples: Few-shot plans (``None``: built-in, marked as illustrations;
+            ``""``: none). Write them with your own tools: small models copy examples.
+        joiner_examples: Few-shot joiner replies (``None``: built-in; ``""``: none).
+    """
+
+    planner_examples: str | None = None
+    joiner_examples: str | None = None
+    name: str = "llmcompiler"
+
+    def planner_request(self, context: PlannerContext) -> LLMRequest:
+        """Messages for chat models, one few-shot prompt for completion models."""
+        inputs = PlannerInput(context, self.planner_examples)
+        if context.prompt.chat:
+            return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP)
+        return LLMRequest(prompt=inputs.prompt(), stop=PLAN_STOP)
+
+    def plan_parser(self, context: PlannerContext) -> PlanParser:
+        """An incremental parser of this round's plan lines."""
+        return PlanParser(
+            known_ids=context.known_ids,
+            taken_ids=context.taken_ids,
+            round=context.round,
+            max_tasks=context.max_tasks,
+        )
+
+    def joiner_request(self, context: PromptContext) -> LLMRequest:
+        """The Thought/Action joiner prompt."""
+        return JoinerInput(context, self.joiner_examples).llm_request()
+
+    def parse_decision(self, text: str) -> JoinerDecision:
+        """``Action: Finish(...)`` or ``Action: Replan(...)``."""
+        return parse_joiner_output(text)
+
+
+__all__ = ["END_OF_PLAN", "LLMCompilerDialect", "PlanParser", "parse_task_line"]

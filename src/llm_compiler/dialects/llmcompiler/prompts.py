@@ -1,0 +1,101 @@
+"""The LLMCompiler planner prompt: instructions, tool lines, few-shot plans, replans."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llama_index.core.tools import BaseTool
+
+from llm_compiler import prompting
+from llm_compiler import tools as _tools
+from llm_compiler.dialects.base import PlannerContext
+from llm_compiler.dialects.llmcompiler.parser import END_OF_PLAN
+
+PLANNER_INSTRUCTIONS = """\
+Given a question, write a plan of actions that answers it with as many actions running \
+in parallel as possible. Each action is one of these {n_actions} types:
+{actions}
+{join_number}. join(): collects the results of the actions above and either answers the \
+question or plans again. It ends every plan.
+
+Rules:
+- Write one action per line, numbered: `N. action(arguments)`. Numbers strictly increase.
+- Arguments are Python literals: quoted strings, numbers, lists, dicts; or `$N` for the \
+result of an earlier action N (for example `math("ratio of $1 to $2")` or `lookup($3)`).
+- Only use the actions listed above, with the argument names and types they declare.
+- Actions that do not need each other's results must not reference each other: they run \
+at the same time.
+- You may write `Thought: ...` on its own line before an action.
+- Always end with `join()`, then write {end}.
+"""
+
+PLANNER_EXAMPLES = """\
+Question: Which is older, the Eiffel Tower or the Statue of Liberty, and by how many years?
+1. search("Eiffel Tower")
+2. search("Statue of Liberty")
+3. join()
+<END_OF_PLAN>
+Question: What is the population density of the country whose capital is Canberra?
+1. search("Canberra")
+Thought: The density needs the country's population and area, found after step 1.
+2. join()
+<END_OF_PLAN>
+"""
+
+EXAMPLE_NOTE = "The examples below illustrate the format; their tools may differ from yours.\n"
+
+REPLAN_NOTE = """\
+The plan above was not enough. Write a NEW plan that only adds what is missing. \
+Number its actions from {next_id}; you may use $N to refer to the results above \
+instead of running those actions again.
+"""
+
+
+def render_actions(tools: Sequence[BaseTool]) -> str:
+    """``1. name(sig): description`` lines for the planner."""
+    return "\n".join(f"{i}. {_tools.action_line(t)}" for i, t in enumerate(tools, 1))
+
+
+@dataclass(frozen=True)
+class PlannerInput:
+    """The LLMCompiler planner prompt for one round."""
+
+    context: PlannerContext
+    examples: str | None = None
+
+    def system(self) -> str:
+        """The instructions, the tool list and the examples."""
+        tools = self.context.tools
+        text = prompting.preamble(self.context.prompt.system_prompt) + PLANNER_INSTRUCTIONS.format(
+            n_actions=len(tools) + 1,
+            actions=render_actions(tools),
+            join_number=len(tools) + 1,
+            end=END_OF_PLAN,
+        )
+        examples = PLANNER_EXAMPLES if self.examples is None else self.examples
+        if examples is PLANNER_EXAMPLES:
+            text += "\n" + EXAMPLE_NOTE
+        return text + ("\n" + examples.rstrip() + "\n" if examples else "")
+
+    def request(self) -> str:
+        """The question, plus the earlier rounds on a replan."""
+        ctx = self.context.prompt
+        text = f"Question: {ctx.question}\n"
+        if ctx.rounds:
+            text += (
+                prompting.render_history(ctx.rounds)
+                + "\n"
+                + REPLAN_NOTE.format(next_id=self.context.next_id)
+            )
+        return text
+
+    def messages(self) -> list[prompting.ChatMessage]:
+        """Messages for a chat model."""
+        return prompting.messages(self.system(), self.context.prompt.history, self.request())
+
+    def prompt(self) -> str:
+        """One prompt for a completion model; it ends where the plan should begin."""
+        ctx = self.context.prompt
+        text = prompting.completion_prompt(self.system(), ctx.history, self.request())
+        return text + "New plan:\n" if ctx.rounds else text

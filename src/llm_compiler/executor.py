@@ -1,0 +1,75 @@
+"""The executor: runs one tool call and turns every failure into an error observation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from llama_index.core.tools import BaseTool
+
+from llm_compiler.events import TaskReady, TaskResult
+from llm_compiler.tools import call_tool, jsonable, validate_arguments
+
+
+class _ToolRaisedTimeout(Exception):
+    """A TimeoutError raised by the tool itself, told apart from our own timeout."""
+
+
+async def _own_timeouts_only(call: Any) -> Any:
+    try:
+        return await call
+    except (TimeoutError, asyncio.TimeoutError) as e:
+        raise _ToolRaisedTimeout() from e
+
+
+def _run_cancelled() -> bool:
+    """Whether the current task is being cancelled (as opposed to a tool raising it)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    return bool(cancelling()) if cancelling is not None else False
+
+
+async def run_task(
+    ev: TaskReady, tool: BaseTool | None, *, timeout: float | None, context: Any
+) -> TaskResult:
+    """Validate arguments, call the tool under `timeout`, and report the outcome.
+
+    A tool that raises anything (``TimeoutError`` and ``CancelledError`` included) gives
+    an error observation; only a cancellation of the run itself propagates.
+    """
+    started = time.time()
+    output: Any
+    try:
+        if tool is None:
+            raise LookupError(f"This run has no tool {ev.tool_name!r}.")
+        kwargs = validate_arguments(tool, ev.args)
+        call = call_tool(tool, kwargs, context)
+        output = jsonable(await asyncio.wait_for(_own_timeouts_only(call), timeout))
+        is_error = False
+    except asyncio.CancelledError as e:
+        if _run_cancelled():
+            raise
+        output, is_error = _error(e), True
+    except _ToolRaisedTimeout as e:
+        output, is_error = _error(e.__cause__ or e), True
+    except (TimeoutError, asyncio.TimeoutError):
+        output, is_error = f"Error: {ev.tool_name} timed out after {timeout:g} s.", True
+    except BaseException as e:  # noqa: BLE001 - a tool's failure is data, whatever it is
+        if isinstance(e, (KeyboardInterrupt, SystemExit)) and _run_cancelled():
+            raise
+        output, is_error = _error(e), True
+    return TaskResult(
+        round=ev.round,
+        task_id=ev.task_id,
+        tool_name=ev.tool_name,
+        output=output,
+        is_error=is_error,
+        started_at=started,
+        finished_at=time.time(),
+    )
+
+
+def _error(e: BaseException) -> str:
+    text = str(e)
+    return f"Error: {type(e).__name__}: {text}" if text else f"Error: {type(e).__name__}"

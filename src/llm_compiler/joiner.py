@@ -1,0 +1,160 @@
+"""The joiner: reads a round's observations and answers or asks for a new plan.
+
+The format (shared by the LLMCompiler and JSON plan dialects)::
+
+    Thought: <reasoning>
+    Action: Finish(<the answer>)        or        Action: Replan(<what is missing>)
+
+Parsing is linear in the text and tolerant of what small models write: the answer may
+span lines and hold parentheses, Markdown headings and the word "Replan"; a missing
+closing parenthesis is fine; ``Thought: ... Action: Finish(42)`` may stand on one line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from llm_compiler import prompting
+from llm_compiler._llm import LLMRequest
+from llm_compiler.prompting import PromptContext
+
+END_OF_RESPONSE = "<END_OF_RESPONSE>"
+#: Stops only on a sentinel no answer contains (``###`` or ``Question:`` may be content).
+JOIN_STOP = (END_OF_RESPONSE,)
+
+JOINER_INSTRUCTIONS = """\
+Answer a question from the results of a plan that was executed for it.
+- Reason about the observations in a short Thought (1-2 sentences); ignore irrelevant ones.
+- If they contain what is needed, finish with a concise, complete answer.
+- If they do not (an action failed, or information is missing), replan, and say what is \
+missing so a new plan can get it.{last_round}
+Respond in exactly this format:
+Thought: <your reasoning>
+Action: Finish(<the final answer for the user>)
+or
+Thought: <your reasoning>
+Action: Replan(<what is missing and why>)
+"""
+
+LAST_ROUND_NOTE = (
+    "\n- This is the last round: you MUST finish now with the best answer you can give."
+)
+
+JOINER_EXAMPLES = """\
+Question: Which is older, the Eiffel Tower or the Statue of Liberty?
+1. search("Eiffel Tower")
+Observation: The Eiffel Tower was completed in 1889.
+2. search("Statue of Liberty")
+Observation: The Statue of Liberty was dedicated in 1886.
+Thought: 1886 is before 1889.
+Action: Finish(The Statue of Liberty (1886) is 3 years older than the Eiffel Tower (1889).)
+<END_OF_RESPONSE>
+Question: What is the population of the country whose capital is Canberra?
+1. search("Canberra")
+Observation: Canberra is the capital city of Australia.
+Thought: I know the country but not its population.
+Action: Replan(Search for the population of Australia.)
+<END_OF_RESPONSE>
+"""
+
+
+@dataclass(frozen=True)
+class JoinerDecision:
+    """What the joiner decided.
+
+    Attributes:
+        action: ``finish`` (answer the user) or ``replan`` (plan again).
+        content: The answer, or the reason to replan (may be empty: a failed join).
+        thought: The joiner's ``Thought:``, if any.
+    """
+
+    action: Literal["finish", "replan"]
+    content: str
+    thought: str | None = None
+
+
+@dataclass(frozen=True)
+class JoinerInput:
+    """The Thought/Action joiner's prompt for one round."""
+
+    context: PromptContext
+    examples: str | None = None
+
+    def system(self) -> str:
+        """The instructions and the examples."""
+        note = LAST_ROUND_NOTE if self.context.last_round else ""
+        text = prompting.preamble(self.context.system_prompt)
+        text += JOINER_INSTRUCTIONS.format(last_round=note)
+        examples = JOINER_EXAMPLES if self.examples is None else self.examples
+        return text + ("\n" + examples.rstrip() + "\n" if examples else "")
+
+    def request(self) -> str:
+        """The question with every round's actions and observations."""
+        return (
+            f"Question: {self.context.question}\n{prompting.render_history(self.context.rounds)}\n"
+        )
+
+    def llm_request(self) -> LLMRequest:
+        """Messages for a chat model; a prompt ending in ``Thought:`` for the others."""
+        ctx = self.context
+        if ctx.chat:
+            return LLMRequest(
+                messages=prompting.messages(self.system(), ctx.history, self.request()),
+                stop=JOIN_STOP,
+            )
+        prompt = prompting.completion_prompt(self.system(), ctx.history, self.request())
+        return LLMRequest(prompt=prompt + "Thought:", stop=JOIN_STOP, prefill="Thought:")
+
+
+# `[ \t]` rather than `\s` at line starts: `\s*` would run across blank lines from every
+# line start (quadratic in the number of blank lines).
+_ACTION = re.compile(
+    r"(?:^[ \t*#>-]*|(?<=[.!?;:)\]*`\"'])[ \t]*|(?<=[ \t]))action[ \t]*:[ \t]*(finish|replan)\b"
+    r"[ \t]*(\(|:)?",
+    re.I | re.M,
+)
+_THOUGHT = re.compile(r"(?:^|(?<=\s))thought[ \t]*:[ \t]*", re.I)
+_STOP_LINE = re.compile(
+    r"^[ \t]*(?:thought|action|question|observation)[ \t]*:|^[ \t]*<END_OF_RESPONSE>", re.I | re.M
+)
+
+
+def _strip_close(body: str) -> str:
+    """Drop the ``)`` that closes ``Finish(`` and separator debris after it (``###``).
+
+    Only the last parenthesis can close the call, and only when the parentheses are
+    unbalanced: an answer's own parentheses stay.
+    """
+    close = body.rfind(")")
+    if close < 0 or body.count(")") <= body.count("("):
+        return body
+    if any(ch.isalnum() for ch in body[close + 1 :]):
+        return body  # text after it: the answer goes on, the ")" is the model's
+    return body[:close].rstrip()
+
+
+def parse_joiner_output(text: str) -> JoinerDecision:
+    """Parse ``Thought: ...`` / ``Action: Finish(answer)`` or ``Action: Replan(reason)``.
+
+    Text without an ``Action:`` is taken as the answer. A blank answer comes back with
+    empty ``content`` (the caller treats it as a failed join, never as an answer).
+    """
+    text = text.replace(END_OF_RESPONSE, "\n")
+    m = _ACTION.search(text)
+    before = text[: m.start()] if m else text
+    t = _THOUGHT.search(before)
+    thought = (before[t.end() :].strip() or None) if t else None
+    if not m:
+        body = before[: t.start()].strip() if t else before.strip()
+        return JoinerDecision("finish", body or (thought or ""), thought)
+    rest = text[m.end() :]
+    stop = _STOP_LINE.search(rest)
+    body = (rest[: stop.start()] if stop else rest).strip()
+    if m.group(2) == "(":
+        body = _strip_close(body)
+    action: Literal["finish", "replan"] = "finish" if m.group(1).lower() == "finish" else "replan"
+    if action == "finish" and not body:
+        body = thought or ""
+    return JoinerDecision(action, body, thought)

@@ -1,0 +1,157 @@
+"""The planner: streams the planner LLM through the dialect's parser, emitting tasks early.
+
+Each task is checked against the run's tools (unknown tool, arguments that do not bind
+or do not fit the schema) as soon as its line completes, and published as a
+``PlanEvent`` the scheduler acts on at once: a task can start while the planner is still
+writing the rest of the plan.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from llama_index.core.llms import LLM
+from workflows import Context
+from workflows.events import Event
+
+from llm_compiler._llm import TokenUsage, stream_call
+from llm_compiler.config import CompilerConfig
+from llm_compiler.dialects.base import PlanDialect, PlannerContext
+from llm_compiler.events import CompilerStream, PlanEvent
+from llm_compiler.plan import PlanTask
+from llm_compiler.prompting import PromptContext
+from llm_compiler.state import CompilerState
+from llm_compiler.tools import ToolSet, bind, validate_arguments
+
+
+def publish(ctx: Context, ev: Event) -> None:
+    """Show `ev` on the run's stream and route it to the steps that take it."""
+    ctx.write_event_to_stream(ev)
+    ctx.send_event(ev)
+
+
+class TokenStream:
+    """Collects an LLM call's deltas and publishes them as ``CompilerStream`` events."""
+
+    def __init__(
+        self, ctx: Context, name: str, phase: Literal["plan", "join"], round: int, on: bool
+    ) -> None:
+        self.ctx, self.name, self.phase, self.round, self.on = ctx, name, phase, round, on
+        self.pending: list[str] = []
+        self.text = ""
+
+    def add(self, delta: str) -> None:
+        """Record a delta (published at the next flush)."""
+        self.text += delta
+        if self.on:
+            self.pending.append(delta)
+
+    def flush(self) -> None:
+        """Publish what arrived since the last flush as one event."""
+        if not self.pending:
+            return
+        delta = "".join(self.pending)
+        self.pending.clear()
+        self.ctx.write_event_to_stream(
+            CompilerStream(
+                delta=delta,
+                response=self.text,
+                current_agent_name=self.name,
+                raw={"phase": self.phase, "round": self.round},
+                phase=self.phase,
+                round=self.round,
+            )
+        )
+
+
+def check_task(task: PlanTask, tools: ToolSet) -> PlanTask:
+    """Reject unknown tools; bind arguments to parameters; validate literal arguments.
+
+    A task whose arguments hold no reference is validated against the tool's schema
+    now, so a bad call is an error observation without being dispatched.
+    """
+    if task.error is not None:
+        return task
+    tool = tools.get(task.tool)
+    if tool is None:
+        available = ", ".join(sorted(tools.names))
+        return task.model_copy(
+            update={"error": f"Unknown tool {task.tool!r}. Available: {available}."}
+        )
+    bound = bind(task, tool)
+    if bound.error is None and not bound.deps:
+        try:
+            validate_arguments(tool, bound.kwargs)
+        except ValueError as e:
+            return bound.model_copy(update={"error": str(e)})
+    return bound
+
+
+class Planner:
+    """Plans one round: builds the request, streams the reply, publishes tasks."""
+
+    def __init__(self, llm: LLM, dialect: PlanDialect, config: CompilerConfig, name: str) -> None:
+        self.llm, self.dialect, self.config, self.name = llm, dialect, config, name
+
+    def context(
+        self, state: CompilerState, prompt: PromptContext, constrained: bool
+    ) -> PlannerContext:
+        """The dialect's view of this round."""
+        assert state.toolset is not None
+        return PlannerContext(
+            prompt=prompt,
+            tools=list(state.toolset),
+            round=state.round,
+            next_id=state.next_id(),
+            known_ids=frozenset(state.tasks),
+            taken_ids=frozenset(state.taken_ids()),
+            max_tasks=self.config.max_tasks,
+            constrained=constrained,
+        )
+
+    async def plan(self, ctx: Context, state: CompilerState, context: PlannerContext) -> PlanEvent:
+        """Stream the plan; return the round's complete ``PlanEvent`` (not yet published)."""
+        assert state.toolset is not None
+        tools, round, run_id = state.toolset, context.round, state.run_id
+        parser = self.dialect.plan_parser(context)
+        tokens = TokenStream(ctx, self.name, "plan", round, self.config.stream_tokens)
+        pending: list[PlanTask] = []
+        checked: list[PlanTask] = []
+
+        def on_delta(delta: str) -> bool:
+            tokens.add(delta)
+            pending.extend(parser.feed(delta))
+            return parser.done
+
+        def flush() -> None:
+            tokens.flush()
+            if pending:
+                batch = [check_task(t, tools) for t in pending]
+                pending.clear()
+                checked.extend(batch)
+                publish(ctx, PlanEvent(round=round, tasks=batch, run_id=run_id))
+
+        usage = TokenUsage()
+        await stream_call(
+            self.llm,
+            self.dialect.planner_request(context),
+            phase="planner",
+            round=round,
+            on_delta=on_delta,
+            flush=flush,
+            usage=usage,
+        )
+        pending.extend(parser.finish())
+        flush()
+        return PlanEvent(
+            round=round,
+            run_id=run_id,
+            tasks=checked,
+            complete=True,
+            thoughts=parser.thoughts,
+            text=parser.text,
+            errors=parser.errors,
+            join_id=parser.join_id,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+        )

@@ -1,0 +1,132 @@
+"""What every prompt is built from: earlier rounds, the conversation, chat vs completion.
+
+Dialects (:mod:`llm_compiler.dialects`) and the joiner render their own text; this module
+holds the records they render and the two shapes a request takes: messages for chat
+models, one prompt that ends where the model continues for completion models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llama_index.core.llms import ChatMessage, MessageRole
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One task of a finished round, as prompts show it."""
+
+    id: int
+    tool: str
+    text: str
+    """The line as planned (``N. tool(args)``)."""
+    observation: str | None = None
+    """Its result as text (cut to the observation limit); None if it has none."""
+    is_error: bool = False
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """What happened in one finished round, for replanning and joining."""
+
+    tasks: Sequence[TaskRecord] = ()
+    errors: Sequence[str] = ()
+    thought: str | None = None
+    reason: str | None = None
+    text: str = ""
+    """The planner's raw output of the round."""
+
+    @property
+    def plan_lines(self) -> list[tuple[str, str | None]]:
+        """Each task's ``N. call`` text and its observation."""
+        return [(t.text, t.observation) for t in self.tasks]
+
+
+@dataclass(frozen=True)
+class PromptContext:
+    """What the engine knows when it asks the planner or the joiner.
+
+    Attributes:
+        question: The current user message.
+        history: The conversation before it.
+        rounds: Every finished round of this question, with observations.
+        system_prompt: The user's extra instructions, put before the dialect's own.
+        chat: Whether the model takes messages (else one completion prompt).
+        last_round: For the joiner: no replan is allowed after this round.
+    """
+
+    question: str
+    history: Sequence[ChatMessage] = ()
+    rounds: Sequence[RoundRecord] = ()
+    system_prompt: str | None = None
+    chat: bool = True
+    last_round: bool = False
+
+
+def preamble(system_prompt: str | None) -> str:
+    """The user's system prompt as the first paragraph, or nothing."""
+    return f"{system_prompt.strip()}\n\n" if system_prompt and system_prompt.strip() else ""
+
+
+def messages(system: str, history: Sequence[ChatMessage], request: str) -> list[ChatMessage]:
+    """System message, the conversation, then the request as the user's message."""
+    return [
+        ChatMessage(role=MessageRole.SYSTEM, content=system),
+        *chat_context(history),
+        ChatMessage(role=MessageRole.USER, content=request),
+    ]
+
+
+def completion_prompt(system: str, history: Sequence[ChatMessage], request: str) -> str:
+    """The same text as one prompt for a completion model."""
+    if history:
+        system += "\nConversation so far:\n" + render_conversation(history) + "\n"
+    return system + "\n" + request
+
+
+def render_conversation(history: Sequence[ChatMessage]) -> str:
+    """``role: content`` lines of the earlier conversation."""
+    return "\n".join(
+        f"{m.role.value}: {m.content}" for m in history if m.content and m.role != "system"
+    )
+
+
+def chat_context(history: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """The conversation without other agents' tool-call plumbing (it confuses a planner)."""
+    return [
+        ChatMessage(role=m.role, content=m.content)
+        for m in history
+        if m.content and m.role in (MessageRole.USER, MessageRole.ASSISTANT)
+    ]
+
+
+def render_history(rounds: Sequence[RoundRecord]) -> str:
+    """Earlier plans with their observations and the joiner's verdicts."""
+    out: list[str] = []
+    for record in rounds:
+        for line, observation in record.plan_lines:
+            out.append(line)
+            if observation is not None:
+                out.append(f"Observation: {observation}")
+        out += [f"Plan error: {e}" for e in record.errors]
+        if record.thought:
+            out.append(f"Thought: {record.thought}")
+        if record.reason:
+            out.append(f"Replan: {record.reason}")
+    return "\n".join(out)
+
+
+__all__ = [
+    "ChatMessage",
+    "PromptContext",
+    "RoundRecord",
+    "TaskRecord",
+    "chat_context",
+    "completion_prompt",
+    "messages",
+    "preamble",
+    "render_conversation",
+    "render_history",
+]
