@@ -52,6 +52,7 @@ serve-llm: install install-local
 lint: install
 	$(BIN)/python -m ruff check src tests examples benchmarks
 	$(BIN)/python -m ruff format --check src tests examples benchmarks
+	$(BIN)/python -m mypy
 
 format: install
 	$(BIN)/python -m ruff check --fix src tests examples benchmarks

@@ -1,6 +1,8 @@
 """LLMCompiler: parallel function calling as an event-driven LlamaIndex workflow."""
 
 from llm_compiler.agent import LLMCompilerAgent
+from llm_compiler.config import CompilerConfig
+from llm_compiler.dialects import LLMCompilerDialect, PlanDialect
 from llm_compiler.errors import ConfigurationError, LLMCallError, LLMCompilerError, RunError
 from llm_compiler.events import (
     CompilerStartEvent,
@@ -13,9 +15,12 @@ from llm_compiler.events import (
 )
 from llm_compiler.plan import PlanTask
 from llm_compiler.state import CompilerState
+from llm_compiler.summary import CompilerOutput, RunSummary, TaskSummary
 from llm_compiler.workflow import LLMCompilerWorkflow
 
 __all__ = [
+    "CompilerConfig",
+    "CompilerOutput",
     "CompilerStartEvent",
     "CompilerState",
     "CompilerStream",
@@ -23,12 +28,16 @@ __all__ = [
     "JoinEvent",
     "LLMCallError",
     "LLMCompilerAgent",
+    "LLMCompilerDialect",
     "LLMCompilerError",
     "LLMCompilerWorkflow",
+    "PlanDialect",
     "PlanEvent",
     "PlanTask",
     "ReplanEvent",
     "RunError",
+    "RunSummary",
     "TaskReady",
     "TaskResult",
+    "TaskSummary",
 ]

@@ -26,7 +26,7 @@ def main() -> None:
     from llama_cpp.server.__main__ import main as serve
 
     sys.argv[0] = "llama_cpp.server"
-    serve()
+    serve()  # type: ignore[no-untyped-call]
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,8 +96,11 @@ def _usage(response: Any) -> TokenUsage | None:
     raw = getattr(response, "raw", None)
     usage = raw.get("usage") if isinstance(raw, Mapping) else getattr(raw, "usage", None)
     if usage is not None and prompt is None:
-        get = usage.get if isinstance(usage, Mapping) else lambda k: getattr(usage, k, None)
-        prompt, completion = get("prompt_tokens"), get("completion_tokens")
+        if isinstance(usage, Mapping):
+            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        else:
+            prompt = getattr(usage, "prompt_tokens", None)
+            completion = getattr(usage, "completion_tokens", None)
     if isinstance(prompt, int) and isinstance(completion, int):
         return TokenUsage(prompt, completion)
     return None
@@ -105,7 +108,7 @@ def _usage(response: Any) -> TokenUsage | None:
 
 async def stream_text(
     llm: LLM, request: LLMRequest, usage: TokenUsage | None = None
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """Yield text deltas of one call; fall back to the non-streaming API when needed.
 
     Reported token counts are added to `usage`.

@@ -22,6 +22,7 @@ from llama_index.core.agent.workflow import (
     ToolCall,
     ToolCallResult,
 )
+from llama_index.core.agent.workflow.agent_context import AgentContext
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.memory import BaseMemory
@@ -69,7 +70,7 @@ class LLMCompilerAgent(BaseWorkflowAgent):
             data["config"] = make_config(data.get("config"), overrides)
         return data
 
-    def _engine(self, tools: Sequence[BaseTool], ctx: Context) -> LLMCompilerWorkflow:
+    def _engine(self, tools: Sequence[BaseTool], ctx: AgentContext) -> LLMCompilerWorkflow:
         """The workflow that runs one turn."""
         dialect = self.dialect
         if dialect is None:
@@ -89,7 +90,7 @@ class LLMCompilerAgent(BaseWorkflowAgent):
 
     async def take_step(
         self,
-        ctx: Context,
+        ctx: AgentContext,
         llm_input: list[ChatMessage],
         tools: Sequence[AsyncBaseTool],
         memory: BaseMemory,
@@ -125,7 +126,7 @@ class LLMCompilerAgent(BaseWorkflowAgent):
             raw=result.raw,
         )
 
-    def _forward(self, ctx: Context, ev: Any) -> None:
+    def _forward(self, ctx: AgentContext, ev: Any) -> None:
         """Re-publish an engine event, plus the agent-level view of each task."""
         if isinstance(ev, StopEvent):
             return  # the engine's end is not the team's: it would end the outer stream

@@ -4,6 +4,8 @@ The tree::
 
     LLMCompilerError
     ├── ConfigurationError        a developer mistake (bad tool, bad option)
+    │   └── LocalModelUnavailable the embedded model's packages or file are missing
+    ├── LocalServerError          the embedded model's server exited or never listened
     └── RunError                  a run could not finish
         └── LLMCallError          the planner or joiner LLM call failed
 
@@ -40,3 +42,11 @@ class LLMCallError(RunError):
         self.phase = phase
         self.round = round
         self.cause = cause
+
+
+class LocalModelUnavailable(ConfigurationError):
+    """The embedded model cannot run: llama-cpp-python, the model package or file is missing."""
+
+
+class LocalServerError(LLMCompilerError):
+    """The llama.cpp server exited or did not become ready; the message has its last output."""

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from llm_compiler.errors import ConfigurationError
-from llm_compiler.local import MODEL_NAME, LocalLLMServer, check_installed, local_llm
+from llm_compiler.models import MODEL_NAME, LocalLLMServer, check_installed, local_llm
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
@@ -107,21 +107,21 @@ def resolve_llm(model: str | None = None) -> ResolvedLLM:
     if api_base := _env("LLM_COMPILER_API_BASE"):
         from llama_index.llms.openai_like import OpenAILike
 
-        name = model or _env("LLM_COMPILER_MODEL")
-        if not name:
+        api_model = model or _env("LLM_COMPILER_MODEL")
+        if not api_model:
             raise ConfigurationError(
                 f"LLM_COMPILER_API_BASE is set ({api_base}) but LLM_COMPILER_MODEL is not: "
                 "set it to the model name the server expects."
             )
         chat = os.environ.get("LLM_COMPILER_CHAT", "1") != "0"
         llm = OpenAILike(
-            model=name,
+            model=api_model,
             api_base=api_base,
             api_key=_env("LLM_COMPILER_API_KEY") or "none",
             is_chat_model=chat,
         )
         kind = "chat" if chat else "completion"
-        return ResolvedLLM("api_base", f"{name} ({kind}) at {api_base}", llm, None)
+        return ResolvedLLM("api_base", f"{api_model} ({kind}) at {api_base}", llm, None)
     check_installed()
     description = f"{MODEL_NAME} (embedded, llama.cpp on 127.0.0.1)"
     return ResolvedLLM("local", description, None, LocalLLMServer())

@@ -8,7 +8,7 @@ writing the rest of the plan.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from llama_index.core.llms import LLM
 from workflows import Context
@@ -24,7 +24,7 @@ from llm_compiler.state import CompilerState
 from llm_compiler.tools import ToolSet, bind, validate_arguments
 
 
-def publish(ctx: Context, ev: Event) -> None:
+def publish(ctx: Context[Any], ev: Event) -> None:
     """Show `ev` on the run's stream and route it to the steps that take it."""
     ctx.write_event_to_stream(ev)
     ctx.send_event(ev)
@@ -34,7 +34,7 @@ class TokenStream:
     """Collects an LLM call's deltas and publishes them as ``CompilerStream`` events."""
 
     def __init__(
-        self, ctx: Context, name: str, phase: Literal["plan", "join"], round: int, on: bool
+        self, ctx: Context[Any], name: str, phase: Literal["plan", "join"], round: int, on: bool
     ) -> None:
         self.ctx, self.name, self.phase, self.round, self.on = ctx, name, phase, round, on
         self.pending: list[str] = []
@@ -45,6 +45,11 @@ class TokenStream:
         self.text += delta
         if self.on:
             self.pending.append(delta)
+
+    def take(self, delta: str) -> bool:
+        """``add`` as a stream callback that never stops the stream."""
+        self.add(delta)
+        return False
 
     def flush(self) -> None:
         """Publish what arrived since the last flush as one event."""
@@ -109,7 +114,9 @@ class Planner:
             constrained=constrained,
         )
 
-    async def plan(self, ctx: Context, state: CompilerState, context: PlannerContext) -> PlanEvent:
+    async def plan(
+        self, ctx: Context[Any], state: CompilerState, context: PlannerContext
+    ) -> PlanEvent:
         """Stream the plan; return the round's complete ``PlanEvent`` (not yet published)."""
         assert state.toolset is not None
         tools, round, run_id = state.toolset, context.round, state.run_id

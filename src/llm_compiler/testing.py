@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncGenerator, Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from llama_index.core.base.llms.types import (
     ChatMessage,
@@ -30,6 +30,8 @@ class LLMCall:
     """The completion prompt, or all message contents joined."""
     messages: list[ChatMessage] = field(default_factory=list)
     stream: bool = False
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra request arguments (``extra_body`` holds a dialect's request extras)."""
 
 
 Reply = str | BaseException
@@ -56,6 +58,7 @@ class ScriptedLLM(LLM):
 
     chat_model: bool = True
     tokens_per_chunk: int = 1
+    accepts_request_extras: ClassVar[bool] = True  # record extras as a server would get them
     _script: Any = PrivateAttr()
     _next: int = PrivateAttr(default=0)
     _calls: list[LLMCall] = PrivateAttr(default_factory=list)
@@ -63,7 +66,7 @@ class ScriptedLLM(LLM):
     def __init__(
         self, script: Script, *, chat: bool = True, tokens_per_chunk: int = 1, **kwargs: Any
     ) -> None:
-        super().__init__(chat_model=chat, tokens_per_chunk=tokens_per_chunk, **kwargs)
+        super().__init__(chat_model=chat, tokens_per_chunk=tokens_per_chunk, **kwargs)  # type: ignore[call-arg]
         self._script = script
 
     @classmethod
@@ -96,7 +99,7 @@ class ScriptedLLM(LLM):
             self._next += 1
         if isinstance(reply, BaseException):
             raise reply
-        return reply
+        return str(reply)
 
     def _chunks(self, text: str) -> list[str]:
         tokens = split_tokens(text)
@@ -104,9 +107,9 @@ class ScriptedLLM(LLM):
         return ["".join(tokens[i : i + n]) for i in range(0, len(tokens), n)]
 
     @staticmethod
-    def _chat_call(messages: Sequence[ChatMessage], stream: bool) -> LLMCall:
+    def _chat_call(messages: Sequence[ChatMessage], stream: bool, **kwargs: Any) -> LLMCall:
         prompt = "\n".join(m.content or "" for m in messages)
-        return LLMCall("chat", prompt, list(messages), stream)
+        return LLMCall("chat", prompt, list(messages), stream, kwargs)
 
     # -- async API (used by the compiler) ------------------------------------------------
 
@@ -125,7 +128,7 @@ class ScriptedLLM(LLM):
     async def astream_chat(
         self, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> AsyncGenerator[ChatResponse, None]:
-        text = self._reply(self._chat_call(messages, True))
+        text = self._reply(self._chat_call(messages, True, **kwargs))
 
         async def gen() -> AsyncGenerator[ChatResponse, None]:
             acc = ""
@@ -141,7 +144,7 @@ class ScriptedLLM(LLM):
     async def astream_complete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> AsyncGenerator[CompletionResponse, None]:
-        text = self._reply(LLMCall("complete", prompt, stream=True))
+        text = self._reply(LLMCall("complete", prompt, stream=True, kwargs=kwargs))
 
         async def gen() -> AsyncGenerator[CompletionResponse, None]:
             acc = ""

@@ -295,7 +295,7 @@ async def call_tool(tool: BaseTool, kwargs: dict[str, Any], ctx: Any = None) -> 
     if isinstance(tool, AsyncBaseTool):
         output = await tool.acall(**kwargs)
     else:
-        output = await asyncio.to_thread(tool.call, **kwargs)
+        output = await asyncio.to_thread(tool.call, **kwargs)  # type: ignore[attr-defined]
     raw = output.raw_output
     if output.is_error:
         raise RuntimeError(str(output.content))

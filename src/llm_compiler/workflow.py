@@ -31,7 +31,7 @@ from llama_index.core.objects import ObjectRetriever
 from llama_index.core.settings import Settings
 from llama_index.core.tools import BaseTool
 from workflows import Context, Workflow, step
-from workflows.events import StopEvent
+from workflows.events import Event, StopEvent
 
 from llm_compiler._llm import TokenUsage, is_chat, stream_call
 from llm_compiler._scheduler import Scheduler
@@ -53,7 +53,13 @@ from llm_compiler.plan import resolve
 from llm_compiler.planner import Planner, TokenStream, publish
 from llm_compiler.prompting import PromptContext
 from llm_compiler.state import CompilerState, TaskOutcome, round_records
-from llm_compiler.summary import CompilerOutput, RoundSummary, RunSummary, TaskSummary
+from llm_compiler.summary import (
+    CompilerOutput,
+    RoundSummary,
+    RunSummary,
+    TaskStatus,
+    TaskSummary,
+)
 from llm_compiler.tools import ToolLike, ToolSet, tool_map
 
 __all__ = ["MAX_PARALLEL_TOOLS", "LLMCompilerWorkflow"]
@@ -109,9 +115,8 @@ class LLMCompilerWorkflow(Workflow):
             raise ConfigurationError("Give examples to the dialect, not beside dialect=.")
         self.tools = tool_map(tools)
         self.llm = llm or Settings.llm
-        self.dialect: PlanDialect = dialect or LLMCompilerDialect(
-            planner_examples=planner_examples, joiner_examples=joiner_examples
-        )
+        default = LLMCompilerDialect(planner_examples, joiner_examples)
+        self.dialect: PlanDialect = default if dialect is None else dialect
         self.tool_retriever = tool_retriever
         self.name = name
         self.tool_context = tool_context
@@ -256,7 +261,7 @@ class LLMCompilerWorkflow(Workflow):
         if isinstance(ev, PlanEvent) and not ev.complete:
             return None
         round = ev.round
-        expected = [PlanEvent] + [TaskResult] * state.rounds[round].n_tasks
+        expected: list[type[Event]] = [PlanEvent, *[TaskResult] * state.rounds[round].n_tasks]
         buffer = f"{state.run_id}-round-{round}"
         if ctx.collect_events(ev, expected, buffer_id=buffer) is None:
             return None
@@ -330,7 +335,7 @@ class LLMCompilerWorkflow(Workflow):
             request,
             phase="joiner",
             round=round,
-            on_delta=lambda d: tokens.add(d) or False,
+            on_delta=tokens.take,
             flush=tokens.flush,
             usage=usage,
         )
@@ -403,7 +408,7 @@ def summarize(
     tasks = []
     for task in sorted(state.tasks.values(), key=lambda t: t.id):
         outcome = state.outcomes.get(task.id)
-        status = "not_run"
+        status: TaskStatus = "not_run"
         if outcome is not None:
             status = "skipped" if outcome.skipped else "error" if outcome.is_error else "done"
         tasks.append(

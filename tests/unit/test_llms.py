@@ -7,7 +7,7 @@ from llama_index.llms.openai import OpenAI
 from llama_index.llms.openai_like import OpenAILike
 
 import llm_compiler.llms as llms
-import llm_compiler.local as local
+import llm_compiler.models.gguf as gguf
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.llms import ResolvedLLM, resolve_llm
 from llm_compiler.local import LocalModelUnavailable
@@ -72,7 +72,7 @@ def test_nothing_configured_selects_the_embedded_model(monkeypatch):
 
 
 def test_embedded_model_missing_says_how_to_install(monkeypatch):
-    monkeypatch.setattr(local, "_REQUIRED_MODULES", {"no_such_module_xyz": "pkg"})
+    monkeypatch.setattr(gguf, "_SERVER_MODULES", ("no_such_module_xyz",))
     with pytest.raises(LocalModelUnavailable, match="make install-local"):
         resolve_llm()
 

