@@ -5,9 +5,12 @@ from llm_compiler.config import CompilerConfig
 from llm_compiler.dialects import LLMCompilerDialect, PlanDialect
 from llm_compiler.errors import ConfigurationError, LLMCallError, LLMCompilerError, RunError
 from llm_compiler.events import (
+    CompiledPlan,
     CompilerStartEvent,
     CompilerStream,
     JoinEvent,
+    PlanApprovalRequest,
+    PlanApprovalResponse,
     PlanEvent,
     ReplanEvent,
     TaskReady,
@@ -19,6 +22,7 @@ from llm_compiler.summary import CompilerOutput, RunSummary, TaskSummary
 from llm_compiler.workflow import LLMCompilerWorkflow
 
 __all__ = [
+    "CompiledPlan",
     "CompilerConfig",
     "CompilerOutput",
     "CompilerStartEvent",
@@ -31,6 +35,8 @@ __all__ = [
     "LLMCompilerDialect",
     "LLMCompilerError",
     "LLMCompilerWorkflow",
+    "PlanApprovalRequest",
+    "PlanApprovalResponse",
     "PlanDialect",
     "PlanEvent",
     "PlanTask",

@@ -17,20 +17,28 @@ from typing import Any, Literal
 from llama_index.core.agent.workflow import AgentStream
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import BaseMemory
-from pydantic import ConfigDict, Field
-from workflows.events import Event, StartEvent
+from pydantic import BaseModel, ConfigDict, Field
+from workflows.events import Event, HumanResponseEvent, InputRequiredEvent, StartEvent
 
 from llm_compiler.plan import PlanTask
 
+RunMode = Literal["run", "plan_only", "approve"]
+
 
 class CompilerStartEvent(StartEvent):
-    """Starts a run: ``workflow.run(user_msg=..., chat_history=..., memory=...)``."""
+    """Starts a run: ``workflow.run(user_msg=..., chat_history=..., memory=..., mode=...)``.
+
+    ``mode``: ``run`` (default: tasks start while the plan streams), ``plan_only`` (the
+    run returns the compiled plan as a :class:`CompiledPlan` without running anything),
+    or ``approve`` (each round's plan waits for a :class:`PlanApprovalResponse`).
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     user_msg: str | ChatMessage | None = None
     chat_history: list[ChatMessage] | None = None
     memory: BaseMemory | None = Field(default=None, exclude=True)
+    mode: RunMode = "run"
 
 
 class _RunEvent(Event):
@@ -126,3 +134,49 @@ class CompilerStream(AgentStream):
     response: str = Field(default="", exclude=True)
     phase: Literal["plan", "join"] = "plan"
     round: int = 0
+
+
+class CompiledPlan(BaseModel):
+    """A plan compiled but not run: the result of a ``plan_only`` run.
+
+    Attributes:
+        tasks: The tasks, checked against the tools (``error`` set where a line cannot run).
+        errors: Plan-level problems. ``text``: the planner's raw output.
+        thoughts: The planner's thoughts. ``join_id``: the id of its ``join()``.
+    """
+
+    tasks: list[PlanTask] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    text: str = ""
+    thoughts: list[str] = Field(default_factory=list)
+    join_id: int | None = None
+
+    @property
+    def valid(self) -> bool:
+        """Every line runs and the plan is well formed."""
+        return not self.errors and all(t.error is None for t in self.tasks)
+
+
+class PlanApprovalRequest(InputRequiredEvent):
+    """Emitted by the planner in ``approve`` mode: the round's plan, waiting for a human.
+
+    Answer with :class:`PlanApprovalResponse` (``handler.ctx.send_event(...)``, or a
+    workflow server's ``POST /events/{handler_id}``).
+    """
+
+    round: int
+    run_id: str = ""
+    plan: CompiledPlan = Field(default_factory=CompiledPlan)
+
+
+class PlanApprovalResponse(HumanResponseEvent):
+    """A human's verdict on a plan: approve it, run an edited plan text, or reject it.
+
+    Attributes:
+        action: ``approve``, ``edit`` (run ``plan_text`` instead, parsed like the
+            planner's output) or ``reject`` (the run ends, answering with ``reason``).
+    """
+
+    action: Literal["approve", "edit", "reject"] = "approve"
+    plan_text: str | None = None
+    reason: str = ""

@@ -117,9 +117,14 @@ class Planner:
     async def plan(
         self, ctx: Context[Any], state: CompilerState, context: PlannerContext
     ) -> PlanEvent:
-        """Stream the plan; return the round's complete ``PlanEvent`` (not yet published)."""
+        """Stream the plan; return the round's complete ``PlanEvent`` (not yet published).
+
+        In ``run`` mode each completed task goes to the scheduler at once; in the other
+        modes tasks are only shown on the stream.
+        """
         assert state.toolset is not None
         tools, round, run_id = state.toolset, context.round, state.run_id
+        route = state.mode == "run"
         parser = self.dialect.plan_parser(context)
         tokens = TokenStream(ctx, self.name, "plan", round, self.config.stream_tokens)
         pending: list[PlanTask] = []
@@ -136,7 +141,11 @@ class Planner:
                 batch = [check_task(t, tools) for t in pending]
                 pending.clear()
                 checked.extend(batch)
-                publish(ctx, PlanEvent(round=round, tasks=batch, run_id=run_id))
+                ev = PlanEvent(round=round, tasks=batch, run_id=run_id)
+                if route:
+                    publish(ctx, ev)
+                else:
+                    ctx.write_event_to_stream(ev)
 
         usage = TokenUsage()
         await stream_call(
@@ -162,3 +171,20 @@ class Planner:
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
         )
+
+
+def parse_plan_text(
+    dialect: PlanDialect, context: PlannerContext, text: str, tools: ToolSet
+) -> PlanEvent:
+    """A whole plan text (a human's edit), parsed and checked like the planner's output."""
+    parser = dialect.plan_parser(context)
+    tasks = parser.feed(text) + parser.finish()
+    return PlanEvent(
+        round=context.round,
+        tasks=[check_task(t, tools) for t in tasks],
+        complete=True,
+        thoughts=parser.thoughts,
+        text=parser.text,
+        errors=parser.errors,
+        join_id=parser.join_id,
+    )

@@ -15,7 +15,7 @@ from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import BaseMemory
 from pydantic import BaseModel, ConfigDict, Field
 
-from llm_compiler.events import TaskResult
+from llm_compiler.events import PlanEvent, RunMode, TaskResult
 from llm_compiler.plan import PlanTask
 from llm_compiler.prompting import RoundRecord, TaskRecord
 from llm_compiler.tools import ToolSet
@@ -61,6 +61,8 @@ class CompilerState(BaseModel):
     Attributes:
         run_id: Identifies the current run; events of an earlier run on the same context
             (a cancelled turn's late results) are ignored.
+        mode: How the run treats plans (see ``CompilerStartEvent``).
+        held: In ``approve`` mode, the complete plan waiting for a human.
         question: The current user message.
         transcript: The conversation before the current question.
         tool_names: Tools this run may use (all, or the retriever's choice).
@@ -79,6 +81,8 @@ class CompilerState(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     run_id: str = ""
+    mode: RunMode = "run"
+    held: PlanEvent | None = None
     question: str = ""
     transcript: list[ChatMessage] = Field(default_factory=list)
     tool_names: list[str] = Field(default_factory=list)

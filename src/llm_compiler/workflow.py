@@ -40,8 +40,11 @@ from llm_compiler.dialects.base import PlanDialect
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.errors import ConfigurationError, RunError
 from llm_compiler.events import (
+    CompiledPlan,
     CompilerStartEvent,
     JoinEvent,
+    PlanApprovalRequest,
+    PlanApprovalResponse,
     PlanEvent,
     ReplanEvent,
     TaskReady,
@@ -50,7 +53,7 @@ from llm_compiler.events import (
 from llm_compiler.executor import run_task
 from llm_compiler.joiner import JoinerDecision
 from llm_compiler.plan import resolve
-from llm_compiler.planner import Planner, TokenStream, publish
+from llm_compiler.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.prompting import PromptContext
 from llm_compiler.state import CompilerState, TaskOutcome, round_records
 from llm_compiler.summary import (
@@ -134,8 +137,12 @@ class LLMCompilerWorkflow(Workflow):
     @step
     async def plan(
         self, ctx: Context[CompilerState], ev: CompilerStartEvent | ReplanEvent
-    ) -> PlanEvent | None:
-        """Stream the planner LLM and emit tasks as their lines complete."""
+    ) -> PlanEvent | PlanApprovalRequest | StopEvent | None:
+        """Stream the planner LLM and emit tasks as their lines complete.
+
+        In ``plan_only`` mode the run ends with the compiled plan; in ``approve`` mode
+        the plan is held and a :class:`PlanApprovalRequest` asks for a verdict.
+        """
         if isinstance(ev, CompilerStartEvent):
             await self._begin(ctx, ev)
         state = await self._state(ctx)
@@ -144,7 +151,44 @@ class LLMCompilerWorkflow(Workflow):
         context = self._planner.context(state, self._prompt(state), self._constrained())
         final = await self._planner.plan(ctx, state, context)
         ctx.write_event_to_stream(final)
+        if state.mode == "plan_only":
+            return StopEvent(result=compiled(final))
+        if state.mode == "approve":
+            async with ctx.store.edit_state() as s:
+                s.held = final
+            return PlanApprovalRequest(round=final.round, run_id=final.run_id, plan=compiled(final))
         return final
+
+    @step
+    async def review(
+        self, ctx: Context[CompilerState], ev: PlanApprovalResponse
+    ) -> PlanEvent | StopEvent | None:
+        """Run the held plan as approved or edited, or end the run if it was rejected."""
+        state = await self._state(ctx)
+        held = state.held
+        if held is None:
+            return None  # no plan is waiting (a duplicate or late response)
+        state.held = None
+        async with ctx.store.edit_state() as s:
+            s.held = None
+        if ev.action == "reject":
+            answer = f"The plan was rejected{': ' + ev.reason if ev.reason else '.'}"
+            return StopEvent(result=await self._finish(ctx, state, answer))
+        plan = held
+        if ev.action == "edit":
+            assert state.toolset is not None
+            context = self._planner.context(state, self._prompt(state), False)
+            plan = parse_plan_text(self.dialect, context, ev.plan_text or "", state.toolset)
+            plan.run_id = state.run_id
+            ctx.write_event_to_stream(plan)
+        if plan.tasks:
+            publish(ctx, PlanEvent(round=plan.round, tasks=plan.tasks, run_id=plan.run_id))
+        return plan
+
+    async def compile_plan(self, user_msg: str, **kwargs: Any) -> CompiledPlan:
+        """The plan for `user_msg`, compiled and checked but not run."""
+        result: CompiledPlan = await self.run(user_msg=user_msg, mode="plan_only", **kwargs)
+        return result
 
     async def _begin(self, ctx: Context[CompilerState], ev: CompilerStartEvent) -> None:
         """Set up a run: question, conversation, memory and the tools it may use."""
@@ -168,6 +212,7 @@ class LLMCompilerWorkflow(Workflow):
         await ctx.store.set_state(
             CompilerState(
                 run_id=uuid.uuid4().hex,
+                mode=ev.mode,
                 question=question,
                 transcript=list(history),
                 tool_names=toolset.names,
@@ -399,6 +444,17 @@ class LLMCompilerWorkflow(Workflow):
             raw=summary.legacy_raw(),
             summary=summary,
         )
+
+
+def compiled(plan: PlanEvent) -> CompiledPlan:
+    """The compiled-plan view of a round's complete ``PlanEvent``."""
+    return CompiledPlan(
+        tasks=plan.tasks,
+        errors=plan.errors,
+        text=plan.text,
+        thoughts=plan.thoughts,
+        join_id=plan.join_id,
+    )
 
 
 def summarize(
