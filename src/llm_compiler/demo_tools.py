@@ -169,13 +169,11 @@ Question: How much higher is Mont Blanc than the Matterhorn?
 3. calculator("$1 - $2")
 4. join()
 <END_OF_PLAN>
-###
 Question: What are the capitals of Italy and Spain?
 1. search("Italy")
 2. search("Spain")
 3. join()
 <END_OF_PLAN>
-###
 """
 
 JOINER_EXAMPLES = """\
@@ -186,15 +184,15 @@ Observation: 4806.0
 Observation: 4478.0
 3. calculator("$1 - $2")
 Observation: 328.0
-Thought: The calculator gave the difference of the two heights.
+Thought: Mont Blanc is 4806 m, the Matterhorn 4478 m; the difference is 328 m.
 Action: Finish(Mont Blanc is 328 m higher than the Matterhorn.)
-###
+<END_OF_RESPONSE>
 Question: What are the capitals of Italy and Spain?
 1. search("Italy")
-Observation: Italy: Country in Southern Europe. Capital: Rome.
+Observation: Italy: Country in Southern Europe. Capital: Rome. Population: about 59 million.
 2. search("Spain")
-Observation: Spain: Country in Southwestern Europe. Capital: Madrid.
-Thought: Both observations name the capital.
+Observation: Spain: Country in Southwestern Europe. Capital: Madrid. Population: about 48 million.
+Thought: The capital of Italy is Rome. The capital of Spain is Madrid.
 Action: Finish(The capital of Italy is Rome and the capital of Spain is Madrid.)
-###
+<END_OF_RESPONSE>
 """
