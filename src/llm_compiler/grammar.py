@@ -312,7 +312,7 @@ def joiner_grammar(*, allow_replan: bool = True, thought_label: bool = True) -> 
 
 # --------------------------------------------------------------------------- JSON plans
 
-REF_PATTERN = r"^\$[0-9]+$"
+REF_PATTERN = "^[$][0-9]+$"  # a backslash-escaped $ becomes bad GBNF in llama-cpp-python
 _REF_SCHEMA = {"type": "string", "pattern": REF_PATTERN, "description": "$N: result of task N"}
 _SCALARS = [{"type": t} for t in ("string", "number", "boolean", "null")]
 

@@ -7,6 +7,7 @@ every parse. The tests marked ``llm`` check the same grammars with llama.cpp its
 
 from __future__ import annotations
 
+import ctypes
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -183,3 +184,54 @@ def accepts(grammar: str, text: str, root: str = "root") -> bool:
         return frozenset(found)
 
     return len(text) in rule(root, 0)
+
+
+class LlamaCppGrammars:
+    """llama.cpp's own grammar parser and sampler over a model's vocabulary (no weights).
+
+    Needs llama-cpp-python; `model` is a GGUF file, of which only the vocabulary loads.
+    """
+
+    def __init__(self, model: str) -> None:
+        import llama_cpp
+
+        self._llama = llama_cpp
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        self._model = llama_cpp.llama_model_load_from_file(model.encode(), params)
+        assert self._model, f"cannot load the vocabulary of {model}"
+        self.vocab = llama_cpp.llama_model_get_vocab(self._model)
+
+    def close(self) -> None:
+        self._llama.llama_model_free(self._model)
+
+    def parses(self, grammar: str) -> bool:
+        """Whether llama.cpp parses `grammar` (it returns no sampler for a bad one)."""
+        sampler = self._llama.llama_sampler_init_grammar(self.vocab, grammar.encode(), b"root")
+        if sampler:
+            self._llama.llama_sampler_free(sampler)
+        return bool(sampler)
+
+    def tokens(self, text: str) -> list[int]:
+        data = text.encode()
+        out = (self._llama.llama_token * (len(data) + 8))()
+        n = self._llama.llama_tokenize(self.vocab, data, len(data), out, len(out), False, False)
+        assert n >= 0
+        return list(out[:n])
+
+    def accepts(self, grammar: str, text: str) -> bool:
+        """Whether sampling under `grammar` can produce `text` and then stop (EOS)."""
+        llama = self._llama
+        sampler = llama.llama_sampler_init_grammar(self.vocab, grammar.encode(), b"root")
+        assert sampler, "llama.cpp could not parse the grammar"
+        try:
+            for token in [*self.tokens(text), llama.llama_vocab_eos(self.vocab)]:
+                cell = (llama.llama_token_data * 1)(llama.llama_token_data(token, 0.0, 0.0))
+                candidates = llama.llama_token_data_array(cell, 1, -1, False)
+                llama.llama_sampler_apply(sampler, ctypes.byref(candidates))
+                if cell[0].logit == float("-inf"):
+                    return False
+                llama.llama_sampler_accept(sampler, token)
+            return True
+        finally:
+            llama.llama_sampler_free(sampler)
