@@ -574,3 +574,25 @@ def test_the_model_answers_in_joiner_format_under_the_grammar(server, last_round
     decision = parse_joiner_output("Thought:" + text)
     assert decision.thought and decision.content
     assert decision.action == "finish" or not last_round
+
+
+@pytest.mark.llm
+@pytest.mark.timeout(120)
+def test_the_server_refuses_bad_grammars_instead_of_crashing(server):
+    import httpx
+
+    bad_schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": r"^\$1$"}}}
+    requests = [
+        ("completions", {"prompt": "Hi", "grammar": 'root ::= "a" missing'}),
+        ("completions", {"prompt": "Hi", "grammar": "root ::= (", "stream": True}),
+        ("chat/completions", {"messages": [{"role": "user", "content": "Hi"}],
+                              "response_format": {"type": "json_object", "schema": bad_schema}}),
+    ]  # fmt: skip
+    for path, body in requests:
+        response = httpx.post(f"{server.base_url}/{path}", json=body, timeout=60)
+        assert response.status_code == 400, response.text
+        assert "grammar" in response.json()["detail"]
+    response = httpx.post(f"{server.base_url}/completions", content=b"{", timeout=60)
+    assert response.status_code == 400
+    assert server.running
+    assert complete(server, "Hi", 'root ::= "ok"') == "ok"
