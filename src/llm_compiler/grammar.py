@@ -110,14 +110,15 @@ class _Values:
         self.rules, self.dialect, self.tag = rules, dialect, tag
         self.words = _DIALECTS[dialect]
         self.ref_ids = sorted(ref_ids)
+        self._ref: str | None = None
 
     @property
     def ref(self) -> str:
         """The rule for a reference to an allowed task ('' when there is none yet)."""
-        if not self.ref_ids:
-            return ""
-        refs = (gbnf_literal(self.words["ref"].format(i)) for i in self.ref_ids)
-        return self.rules.add(f"ref-{self.dialect}-{self.tag}", " | ".join(refs))
+        if self._ref is None:  # made on first use: unused rules would only cost parsing
+            refs = " | ".join(gbnf_literal(self.words["ref"].format(i)) for i in self.ref_ids)
+            self._ref = self.rules.add(f"ref-{self.dialect}-{self.tag}", refs) if refs else ""
+        return self._ref
 
     def lit(self, value: Any) -> str:
         return gbnf_literal(value_literal(value, self.dialect))
