@@ -244,6 +244,14 @@ def _tool_call(rules: _Rules, spec: ToolSpec, index: int, values: dict[str, _Val
     return rules.add(hint, body)
 
 
+def json_line_tools(tools: Sequence[Any]) -> list[str]:
+    """Names of the tools a plan grammar makes the model call with a JSON line.
+
+    The prompt's tool list should show these as ``{"name": {"param": type}}``.
+    """
+    return [spec.name for spec in tool_specs(tools) if not spec.call_form]
+
+
 def plan_grammar(
     tools: Sequence[Any],
     *,

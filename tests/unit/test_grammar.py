@@ -20,6 +20,7 @@ from llm_compiler import demo_tools
 from llm_compiler.grammar import (
     gbnf_literal,
     joiner_grammar,
+    json_line_tools,
     json_plan_schema,
     json_plan_text,
     plan_grammar,
@@ -227,6 +228,8 @@ def test_tools_without_parameters_take_empty_parentheses():
 
 def test_non_identifier_names_use_json_lines():
     tools = [FETCH, SPACED, demo_tools.search]
+    join_like = FunctionTool.from_defaults(fn=now, name="Join")
+    assert json_line_tools([*tools, SPOTIFY, join_like]) == ["fetch", "what time", "Join"]
     g = plan_grammar(tools)
     text = (
         f'1. {{"fetch": {{"from": "a", "max-results": 2}}}}\n2. {{"what time": {{}}}}\n'
