@@ -98,8 +98,27 @@ def to_tool(obj: ToolLike, threads: ToolThreads | None = None) -> BaseTool:
     if inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(
         getattr(obj, "__call__", None)  # noqa: B004 - async callable objects
     ):
-        return FunctionTool.from_defaults(async_fn=obj)
-    return FunctionTool.from_defaults(fn=obj, async_fn=_threaded(obj, threads or TOOL_THREADS))
+        tool = FunctionTool.from_defaults(async_fn=obj)
+    else:
+        tool = FunctionTool.from_defaults(fn=obj, async_fn=_threaded(obj, threads or TOOL_THREADS))
+    _resolve_annotations(tool, obj)
+    return tool
+
+
+def _resolve_annotations(tool: FunctionTool, fn: Callable[..., Any]) -> None:
+    """Resolve postponed annotations (``from __future__ import annotations``).
+
+    FunctionTool cannot resolve names such as ``Literal`` or a model class in string
+    annotations: its schema then fails to build, and so do signatures, grammars and
+    argument validation. The function's module namespace resolves them.
+    """
+    schema = tool.metadata.fn_schema
+    namespace = getattr(fn, "__globals__", None)
+    if schema is not None and isinstance(namespace, dict):
+        try:
+            schema.model_rebuild(_types_namespace=dict(namespace))
+        except Exception:  # still unresolvable: the tool keeps its parameter names
+            return
 
 
 def _threaded(fn: Callable[..., Any], threads: ToolThreads) -> Callable[..., Any]:

@@ -1,0 +1,444 @@
+"""Grammars that make a model write only well-formed plans and joiner answers.
+
+:func:`plan_grammar` and :func:`joiner_grammar` return GBNF for llama.cpp's ``grammar``
+request field; :func:`json_plan_schema` is the JSON Schema alternative for servers with
+structured output, and :func:`json_plan_text` turns such a plan into plan text.
+
+A plan grammar is generated from the run's tools. Every line it allows parses with
+:class:`~llm_compiler.parser.PlanParser` without errors:
+
+* lines are numbered ``first_id``, ``first_id + 1``, ... (the grammar counts, up to
+  `max_tasks`), each optionally after one ``Thought: ...`` line;
+* a line calls one of the given tools, ``name("positional", key=value)``: arguments in
+  declared order, positional ones first, required ones present, values of the declared
+  JSON-schema type (enums and consts as exactly their literals);
+* ``$N`` may stand for any value and names only a task of an earlier round
+  (`known_ids`) or an earlier line;
+* the plan ends with ``N. join()`` and ``<END_OF_PLAN>``; join is allowed after every
+  task and forced after `max_tasks`.
+
+A tool whose name is not word-like (``my tool``) or has a parameter that cannot be a
+Python keyword argument (``from``, ``max-results``) is written as a JSON line instead,
+``N. {"tool name": {"from": 1}}``, which the parser also reads (references are then
+strings, ``"$1"``). The prompt's tool list should show such tools in that form.
+
+Not constrained: ``$N`` written inside a string (a template), string ``pattern`` and
+``format``, numeric bounds and ``minItems``/``maxItems``. Parameter names are the
+schema's, which are aliases for pydantic fields that have them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from llm_compiler._schema import ToolSpec, alternatives, tool_specs
+from llm_compiler.parser import END_OF_PLAN
+
+DEFAULT_MAX_TASKS = 10
+
+# Shared terminals. Strings: no raw newline or control characters, and only escapes
+# that mean the same in Python and JSON.
+_TERMINALS = r"""
+str ::= "\"" str-char* "\""
+str-char ::= [^"\\\x00-\x1F\x7F] | "\\" ["\\nrt] | "\\u" [0-9a-fA-F]{4}
+int ::= "-"? ("0" | [1-9] [0-9]{0,17})
+num ::= int ("." [0-9]{1,17})? ([eE] [-+]? [0-9]{1,3})?
+thought ::= "Thought: " [^\n]+ "\n"
+"""
+_DIALECTS = {
+    # true/false/null words, and how a reference to task N is written.
+    "py": {"true": "True", "false": "False", "null": "None", "ref": "${}"},
+    "json": {"true": "true", "false": "false", "null": "null", "ref": '"${}"'},
+}
+
+
+def gbnf_literal(text: str) -> str:
+    """`text` as a GBNF string literal."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + escaped.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + '"'
+
+
+def value_literal(value: Any, dialect: str) -> str:
+    """A JSON value as the model writes it: a Python literal, or JSON."""
+    words = _DIALECTS[dialect]
+    if value is True or value is False or value is None:
+        return words[{True: "true", False: "false", None: "null"}[value]]
+    if isinstance(value, list):
+        return "[" + ", ".join(value_literal(v, dialect) for v in value) + "]"
+    if isinstance(value, dict):
+        items = (f"{json.dumps(str(k))}: {value_literal(v, dialect)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    return json.dumps(value, ensure_ascii=False)
+
+
+class _Rules:
+    """GBNF rules by name; identical bodies share one rule."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, str] = {}
+        self._names: dict[str, str] = {}
+
+    def add(self, hint: str, body: str) -> str:
+        if body in self._names:
+            return self._names[body]
+        base = re.sub(r"[^a-zA-Z0-9]+", "-", hint).strip("-").lower() or "r"
+        name, n = base, 1
+        while name in self.rules or name in ("root", "str", "str-char", "int", "num", "thought"):
+            n += 1
+            name = f"{base}-{n}"
+        self.rules[name] = body
+        self._names[body] = name
+        return name
+
+    def render(self, root: str) -> str:
+        lines = [f"root ::= {root}"] + [f"{k} ::= {v}" for k, v in self.rules.items()]
+        return "\n".join(lines) + _TERMINALS
+
+
+def _alt(options: Iterable[str]) -> str:
+    unique = list(dict.fromkeys(o for o in options if o))
+    return unique[0] if len(unique) == 1 else "(" + " | ".join(unique) + ")"
+
+
+class _Values:
+    """Value rules for one plan line: typed values in one dialect, references allowed."""
+
+    def __init__(self, rules: _Rules, dialect: str, ref_ids: Sequence[int], tag: str) -> None:
+        self.rules, self.dialect, self.tag = rules, dialect, tag
+        self.words = _DIALECTS[dialect]
+        self.ref_ids = sorted(ref_ids)
+        self._ref: str | None = None
+
+    @property
+    def ref(self) -> str:
+        """The rule for a reference to an allowed task ('' when there is none yet)."""
+        if self._ref is None:  # made on first use: unused rules would only cost parsing
+            refs = " | ".join(gbnf_literal(self.words["ref"].format(i)) for i in self.ref_ids)
+            self._ref = self.rules.add(f"ref-{self.dialect}-{self.tag}", refs) if refs else ""
+        return self._ref
+
+    def lit(self, value: Any) -> str:
+        return gbnf_literal(value_literal(value, self.dialect))
+
+    def value(self, schema: Mapping[str, Any], hint: str, depth: int = 0) -> str:
+        """An expression for a value of `schema` or a reference."""
+        return _alt([self.ref, self.typed(schema, hint, depth)])
+
+    def typed(self, schema: Mapping[str, Any], hint: str, depth: int) -> str:  # noqa: C901
+        if "const" in schema:
+            return self.lit(schema["const"])
+        if isinstance(schema.get("enum"), list) and schema["enum"]:
+            return _alt(self.lit(v) for v in schema["enum"])
+        branches = alternatives(schema)
+        if branches is not None:
+            return _alt(self.typed(b, hint, depth + 1) for b in branches)
+        kind = schema.get("type")
+        if kind == "string":
+            return "str"
+        if kind == "integer":
+            return "int"
+        if kind == "number":
+            return "num"
+        if kind == "boolean":
+            return f"({gbnf_literal(self.words['true'])} | {gbnf_literal(self.words['false'])})"
+        if kind == "null":
+            return gbnf_literal(self.words["null"])
+        if kind == "array" and depth < 8:
+            items = schema.get("items")
+            item = self.value(
+                items if isinstance(items, Mapping) else {}, hint + "-item", depth + 1
+            )
+            body = f'"[" ({item} (", " {item})*)? "]"'
+            return self.rules.add(f"{hint}-list-{self.dialect}-{self.tag}", body)
+        if kind == "object" and schema.get("properties") and depth < 8:
+            return self.record(schema, hint, depth)
+        return self.any()
+
+    def record(self, schema: Mapping[str, Any], hint: str, depth: int) -> str:
+        required = set(schema.get("required", ()))
+        items = [
+            (f"{gbnf_literal(json.dumps(k) + ': ')} {self.value(v, f'{hint}-{k}', depth + 1)}", k)
+            for k, v in schema["properties"].items()
+        ]
+        chain = _first(self.rules, [(e, k in required) for e, k in items], f"{hint}-{self.tag}")
+        return self.rules.add(f"{hint}-obj-{self.dialect}-{self.tag}", f'"{{" {chain} "}}"')
+
+    def any(self) -> str:
+        """Any JSON-ish value (recursive), references included."""
+        name = f"any-{self.dialect}-{self.tag}"
+        if name not in self.rules.rules:
+            w = self.words
+            scalars = " | ".join(["str", "num"] + [gbnf_literal(w[k]) for k in w if k != "ref"])
+            self.rules.rules[name] = (
+                f"{self.ref + ' | ' if self.ref else ''}{scalars}"
+                f' | "[" ({name} (", " {name})*)? "]"'
+                f' | "{{" (str ": " {name} (", " str ": " {name})*)? "}}"'
+            )
+        return name
+
+
+def _tail(rules: _Rules, items: list[tuple[str, bool]], hint: str, i: int = 0) -> str:
+    """Items `i`.. in order, each written as ``, item``; optional ones may be left out."""
+    if i >= len(items):
+        return ""
+    expr, required = items[i]
+    rest = _tail(rules, items, hint, i + 1)
+    head = f'", " {expr}' if required else f'(", " {expr})?'
+    return rules.add(f"{hint}-tail{i}", f"{head} {rest}".strip())
+
+
+def _first(rules: _Rules, items: list[tuple[str, bool]], hint: str, i: int = 0) -> str:
+    """Items `i`.. in order, comma-separated, without a comma before the first one."""
+    if i >= len(items):
+        return ""
+    expr, required = items[i]
+    written = f"{expr} {_tail(rules, items, hint, i + 1)}".strip()
+    if required:
+        return rules.add(f"{hint}-first{i}", written)
+    rest = _first(rules, items, hint, i + 1)
+    body = f"{written} | {rest}" if rest else written
+    return f"({rules.add(f'{hint}-first{i}', body)})?"
+
+
+def _positional(rules: _Rules, values: list[str], kw: list[tuple[str, bool]], hint: str) -> str:
+    """Arguments of a call: a positional prefix, then the rest as keywords."""
+
+    def after(i: int) -> str:  # `i` positional arguments written so far
+        if i >= len(values):
+            return ""
+        tail = _tail(rules, kw, hint, i)
+        more = f'", " {values[i]} {after(i + 1)}'.strip()
+        return rules.add(f"{hint}-pos{i}", f"{more} | {tail}" if tail else f"({more})?")
+
+    if not values:
+        return ""
+    first = _first(rules, kw, hint)
+    return rules.add(f"{hint}-args", f"{values[0]} {after(1)}".strip() + f" | {first}")
+
+
+def _tool_call(rules: _Rules, spec: ToolSpec, index: int, values: dict[str, _Values]) -> str:
+    """One tool's call on one line, in call form or JSON form."""
+    hint = f"t{index}-{spec.name}-{values['py'].tag}"
+    if spec.call_form:
+        v = values["py"]
+        typed = [v.value(p.schema, f"t{index}-{p.name}") for p in spec.params]
+        kw = [
+            (f"{gbnf_literal(p.name + '=')} {e}", p.required)
+            for p, e in zip(spec.params, typed, strict=True)
+        ]
+        args = _positional(rules, typed, kw, hint)
+        body = f"{gbnf_literal(spec.name + '(')} {args} {gbnf_literal(')')}".replace("  ", " ")
+    else:
+        v = values["json"]
+        kw = [
+            (f"{gbnf_literal(json.dumps(p.name) + ': ')} {v.value(p.schema, f't{index}-{p.name}')}",
+             p.required)
+            for p in spec.params
+        ]  # fmt: skip
+        args = _first(rules, kw, hint)
+        head = gbnf_literal("{" + json.dumps(spec.name) + ": {")
+        body = f"{head} {args} {gbnf_literal('}}')}".replace("  ", " ")
+    return rules.add(hint, body)
+
+
+def json_line_tools(tools: Sequence[Any]) -> list[str]:
+    """Names of the tools a plan grammar makes the model call with a JSON line.
+
+    The prompt's tool list should show these as ``{"name": {"param": type}}``.
+    """
+    return [spec.name for spec in tool_specs(tools) if not spec.call_form]
+
+
+def plan_grammar(
+    tools: Sequence[Any],
+    *,
+    first_id: int = 1,
+    max_tasks: int = DEFAULT_MAX_TASKS,
+    known_ids: Iterable[int] = (),
+    allow_thoughts: bool = True,
+) -> str:
+    """GBNF for a plan over `tools` (BaseTools or callables), numbered from `first_id`.
+
+    Args:
+        tools: The tools the plan may call.
+        first_id: The number of the first line (on a replan, the next free task id).
+        max_tasks: Most tool calls before ``join()`` is forced.
+        known_ids: Ids of earlier rounds' tasks, which ``$N`` may also name.
+        allow_thoughts: Allow a ``Thought: ...`` line before each numbered line.
+
+    Returns:
+        The grammar text (root rule ``root``).
+    """
+    specs = tool_specs(tools)
+    if not specs:
+        raise ValueError("A plan grammar needs at least one tool.")
+    if max_tasks < 1 or first_id < 1:
+        raise ValueError("max_tasks and first_id must be at least 1.")
+    rules, known = _Rules(), sorted(set(known_ids))
+    thought = "thought? " if allow_thoughts else ""
+    lines: list[tuple[int, str]] = []
+    for k in range(max_tasks):
+        task_id = first_id + k
+        refs = [i for i in known if i < first_id] + list(range(first_id, task_id))
+        values = {d: _Values(rules, d, refs, f"l{k + 1}") for d in _DIALECTS}
+        calls = " | ".join(_tool_call(rules, s, n, values) for n, s in enumerate(specs))
+        lines.append((task_id, rules.add(f"call-l{k + 1}", calls)))
+
+    def join_at(task_id: int) -> str:
+        return gbnf_literal(f"{task_id}. join()\n{END_OF_PLAN}")
+
+    end_id = first_id + max_tasks
+    nxt = rules.add(f"join-{end_id}", f"{thought}{join_at(end_id)}")
+    for task_id, call in reversed(lines):
+        body = f'{gbnf_literal(f"{task_id}. ")} {call} "\\n" {nxt}'
+        if task_id > first_id:  # a plan has at least one task
+            body = f"{join_at(task_id)} | {body}"
+        nxt = rules.add(f"line-{task_id}", f"{thought}({body})" if thought else body)
+    return rules.render(nxt)
+
+
+def joiner_grammar(*, allow_replan: bool = True, thought_label: bool = True) -> str:
+    """GBNF for the joiner: ``Thought: ...`` then ``Action: Finish(answer)`` or ``Replan(...)``.
+
+    The answer is one line whose parentheses balance; the ``)`` that closes
+    ``Finish(`` ends the output (the model can then only stop).
+
+    Args:
+        allow_replan: False on the last round: only ``Finish`` is allowed.
+        thought_label: False when the prompt already ends with ``Thought:`` (completion
+            models), so the output starts with the thought itself.
+    """
+    start = '"Thought: "' if thought_label else '" "?'
+    actions = '"Finish(" answer ")"' + (' | "Replan(" answer ")"' if allow_replan else "")
+    return (
+        f'root ::= {start} [^\\n]+ "\\nAction: " ({actions})\n'
+        'answer ::= ([^()\\n] | "(" answer? ")")+\n'
+    )
+
+
+# --------------------------------------------------------------------------- JSON plans
+
+REF_PATTERN = "^[$][0-9]+$"  # a backslash-escaped $ becomes bad GBNF in llama-cpp-python
+_REF_SCHEMA = {"type": "string", "pattern": REF_PATTERN, "description": "$N: result of task N"}
+_SCALARS = [{"type": t} for t in ("string", "number", "boolean", "null")]
+
+
+def json_plan_schema(tools: Sequence[Any], *, max_tasks: int | None = None) -> dict[str, Any]:
+    """A JSON Schema for a plan as JSON, valid in OpenAI's strict structured-output mode.
+
+    The plan is ``{"thought": str, "tasks": [{"id": int, "tool": name, "args": {...}}]}``
+    with tasks in id order; the end of the array is the ``join()``. Each task's ``args``
+    has every parameter of its tool (strict mode requires all properties): an optional
+    one is null when not given. A reference is the string ``"$N"``, allowed for any value
+    (also inside strings, as in the text format). Strict mode has no "any" type: untyped
+    values are scalars, and free-form objects are JSON text in a string.
+
+    Args:
+        tools: The tools the plan may call.
+        max_tasks: Bound on the number of tasks (``maxItems``), if given.
+    """
+    specs = tool_specs(tools)
+    if not specs:
+        raise ValueError("A plan schema needs at least one tool.")
+    tasks: dict[str, Any] = {"type": "array", "items": {"anyOf": [_task(s) for s in specs]}}
+    if max_tasks is not None:
+        tasks["maxItems"] = max_tasks
+    return _object({"thought": {"type": "string"}, "tasks": tasks})
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def _task(spec: ToolSpec) -> dict[str, Any]:
+    args = {p.name: _with_ref(_strict(p.schema), nullable=not p.required) for p in spec.params}
+    tool = {"type": "string", "enum": [spec.name]}
+    return _object({"id": {"type": "integer"}, "tool": tool, "args": _object(args)})
+
+
+def _strict(schema: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:  # noqa: C901
+    """`schema` in the subset strict mode accepts, references allowed inside."""
+    note = {"description": schema["description"]} if "description" in schema else {}
+    if "const" in schema:
+        return {"enum": [schema["const"]], **note}
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return {"enum": list(schema["enum"]), **note}
+    branches = alternatives(schema)
+    if branches is not None:
+        return {"anyOf": _flat([_strict(b, depth + 1) for b in branches]), **note}
+    kind = schema.get("type")
+    if kind in ("string", "integer", "number", "boolean", "null"):
+        return {"type": kind, **note}
+    if kind == "array" and depth < 8:
+        items = schema.get("items")
+        item = _strict(items if isinstance(items, Mapping) else {}, depth + 1)
+        return {"type": "array", "items": _with_ref(item), **note}
+    if kind == "object" and schema.get("properties") and depth < 8:
+        required = set(schema.get("required", ()))
+        props = {
+            k: _with_ref(_strict(v, depth + 1), nullable=k not in required)
+            for k, v in schema["properties"].items()
+        }
+        return {**_object(props), **note}
+    if kind == "object":
+        return {"type": "string", "description": "a JSON object, as text"}
+    return {"anyOf": [dict(s) for s in _SCALARS], **note}
+
+
+def _flat(options: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for o in options:
+        for item in o["anyOf"] if set(o) <= {"anyOf", "description"} and "anyOf" in o else [o]:
+            if item not in out:
+                out.append(item)
+    return out
+
+
+def _with_ref(schema: dict[str, Any], *, nullable: bool = False) -> dict[str, Any]:
+    """`schema`, or a ``"$N"`` reference (needless for a plain string), or null if allowed."""
+    options = [schema]
+    if schema.get("type") != "string" or "enum" in schema:
+        options.append(dict(_REF_SCHEMA))
+    if nullable:
+        options.append({"type": "null"})
+    if len(options) == 1:
+        return schema
+    return {"anyOf": _flat(options)}
+
+
+def json_plan_text(plan: Mapping[str, Any]) -> str:
+    """A JSON plan (see :func:`json_plan_schema`) as plan text for PlanParser.
+
+    Each task becomes a JSON line ``N. {"tool": {args}}`` (null arguments left out, so
+    the tool's default applies), then ``join()`` and ``<END_OF_PLAN>``.
+
+    Raises:
+        ValueError: The plan is not an object with a ``tasks`` list of task objects.
+    """
+    tasks = plan.get("tasks") if isinstance(plan, Mapping) else None
+    if not isinstance(tasks, list):
+        raise ValueError('A JSON plan must be an object with a "tasks" list.')
+    lines = []
+    thought = plan.get("thought")
+    if isinstance(thought, str) and thought.strip():
+        lines.append("Thought: " + " ".join(thought.split()))
+    last = 0
+    for task in tasks:
+        if not isinstance(task, Mapping) or not isinstance(task.get("id"), int):
+            raise ValueError(f"A JSON plan task must be an object with an integer id: {task!r}")
+        args = task.get("args", {})
+        if not isinstance(args, Mapping):
+            raise ValueError(f"Task {task['id']}: args must be an object.")
+        call = {str(task.get("tool")): {k: v for k, v in args.items() if v is not None}}
+        lines.append(f"{task['id']}. {json.dumps(call, ensure_ascii=False)}")
+        last = max(last, task["id"])
+    lines.append(f"{last + 1}. join()")
+    return "\n".join(lines) + "\n" + END_OF_PLAN
