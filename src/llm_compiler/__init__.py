@@ -1,6 +1,7 @@
 """LLMCompiler: parallel function calling as an event-driven LlamaIndex workflow."""
 
 from llm_compiler.agent import LLMCompilerAgent
+from llm_compiler.coa import ChainOfAbstractionWorkflow, CoAAgent
 from llm_compiler.errors import ConfigurationError, LLMCallError, LLMCompilerError, RunError
 from llm_compiler.events import (
     CompilerStartEvent,
@@ -16,6 +17,8 @@ from llm_compiler.state import CompilerState
 from llm_compiler.workflow import LLMCompilerWorkflow
 
 __all__ = [
+    "ChainOfAbstractionWorkflow",
+    "CoAAgent",
     "CompilerStartEvent",
     "CompilerState",
     "CompilerStream",
