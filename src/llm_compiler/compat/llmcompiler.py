@@ -81,7 +81,7 @@ class LLMCompilerAgentWorker(LegacyWorker):
     def __init__(
         self,
         tools: Sequence[Any],
-        llm: LLM,
+        llm: LLM | None,
         callback_manager: Any = None,
         verbose: bool = False,
         tool_retriever: Any = None,
@@ -122,7 +122,7 @@ class LLMCompilerAgentWorker(LegacyWorker):
         """As before, but every keyword argument is honoured (none is dropped)."""
         return cls(
             tools=tools or [],
-            llm=llm,  # type: ignore[arg-type] - None means Settings.llm
+            llm=llm,
             callback_manager=callback_manager,
             verbose=verbose,
             tool_retriever=tool_retriever,

@@ -79,13 +79,13 @@ class PlanStream(Protocol):
 
 @runtime_checkable
 class PlanDialect(Protocol):
-    """A plan format: prompts, stops, streaming parser and joiner.
+    """A plan format: prompts, stops, streaming parser and joiner."""
 
-    Attributes:
-        name: A short name (``llmcompiler``, ``coa``, ``json``) shown in summaries.
-    """
-
-    name: str
+    # Read-only, so frozen dataclasses (the dialects) satisfy the protocol.
+    @property
+    def name(self) -> str:
+        """A short name (``llmcompiler``, ``coa``, ``json``) shown in summaries."""
+        ...
 
     def planner_request(self, context: PlannerContext) -> LLMRequest:
         """The planner call for one round."""
