@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from llm_compiler.arguments import parse_arguments
 from llm_compiler.dialects.coa import CoAParser, fill_in
 from llm_compiler.prompting import TaskRecord
 
@@ -116,3 +119,30 @@ def test_errors_and_skips_are_filled_in():
         "[FUNC f(1) = Error: ValueError: boom] then [FUNC g(Error: ValueError: boom) = "
         "Skipped: it needs the result of task 1, which failed.]."
     )
+
+
+_PIECES = st.sampled_from(
+    ["[FUNC ", "f(", "g(1, ", ")", "]", " = y1", " = y2", "y1", '"a, b"', "'", "[", "\n", " x "]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_PIECES, max_size=30).map("".join), st.integers(1, 9))
+def test_any_text_parses_the_same_whatever_the_chunking(text, chunk):
+    whole, pieces = parse(text), parse(text, chunk)
+    assert [t.model_dump() for t in pieces.tasks] == [t.model_dump() for t in whole.tasks]
+    assert pieces.spans == whole.spans
+    records = [record(t.id, f"v{t.id}") for t in whole.tasks]
+    fill_in(text, records)  # never raises
+
+
+def test_named_references_in_the_shared_argument_parser():
+    args, kwargs = parse_arguments(
+        'y1, "y1", "up y1a y10 $2", q=[y10]',
+        own_id=3,
+        earlier=[1, 2],
+        names={"y1": 1, "y10": 2},
+        dollar_refs=False,
+    )
+    assert args == [{"$ref": 1}, {"$ref": 1}, {"$concat": ["up y1a ", {"$ref": 2}, " $2"]}]
+    assert kwargs == {"q": [{"$ref": 2}]}

@@ -11,6 +11,7 @@ the async method, instead of needing ``nest_asyncio``.
 from __future__ import annotations
 
 import asyncio
+import threading
 import warnings
 import weakref
 from collections.abc import AsyncGenerator, Coroutine, Generator
@@ -35,6 +36,8 @@ class _PrivateLoop:
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Two threads calling one agent's sync methods take turns on its loop.
+        self._lock = threading.Lock()
 
     def run(self, coro: Coroutine[Any, Any, T], method: str) -> T:
         try:
@@ -47,10 +50,11 @@ class _PrivateLoop:
                 f"agent.{method}() was called inside a running event loop (async code or a "
                 f"notebook): use `await agent.a{method}(...)` instead."
             )
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-            weakref.finalize(self, self._loop.close)
-        return self._loop.run_until_complete(coro)
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                weakref.finalize(self, self._loop.close)
+            return self._loop.run_until_complete(coro)
 
 
 class AgentRunner:
