@@ -164,3 +164,33 @@ async def test_coa_agent_in_an_agent_workflow():
     assert sorted(c.tool_kwargs["x"] for c in of(events, ToolCall)) == [1, 2]
     results = of(events, TaskResult)
     assert max(r.started_at for r in results) < min(r.finished_at for r in results)
+
+
+async def test_coa_agent_hands_off_with_an_inline_call():
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.llms import ChatMessage
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+
+    def writer(messages, **kwargs):
+        return ChatMessage(role="assistant", content="WRITER: " + (messages[-1].content or ""))
+
+    llm = ScriptedLLM(
+        ['It is [FUNC slow(7) = y1]; [FUNC handoff(to_agent="writer", reason="write y1")]']
+    )
+    coa = CoAAgent(name="coa", description="Computes.", tools=[slow], llm=llm)
+    coa.can_handoff_to = ["writer"]
+    team = AgentWorkflow(
+        agents=[
+            coa,
+            FunctionAgent(
+                name="writer",
+                description="Writes.",
+                llm=MockFunctionCallingLLM(response_generator=writer),
+            ),
+        ],
+        root_agent="coa",
+        timeout=30,
+    )
+    out = await team.run(user_msg="seven?")
+    assert out.current_agent_name == "writer" and "-> 7" in str(out)
+    assert len(llm.calls) == 1  # the handoff ended the CoA turn without an answer call
