@@ -38,10 +38,11 @@ test-fast: install
 
 ## Answer a question with parallel tools on the embedded model (or OpenAI if OPENAI_API_KEY is
 ## set, or any OpenAI-compatible server if LLM_COMPILER_API_BASE is set).
+## DIALECT=coa answers with Chain-of-Abstraction instead of LLMCompiler plans.
 demo: install
 	@if [ -z "$$OPENAI_API_KEY$$LLM_COMPILER_API_BASE" ]; then \
 		$(MAKE) --no-print-directory install-local; fi
-	$(BIN)/python examples/demo.py $(Q)
+	DIALECT="$(DIALECT)" $(BIN)/python examples/demo.py $(Q)
 
 bench: install
 	$(BIN)/python -m benchmarks.run

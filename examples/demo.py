@@ -1,6 +1,7 @@
 """Answer a question with parallel tool calls, showing the compiler's events live.
 
-Run: ``make demo`` (or ``.venv/bin/python examples/demo.py "your question"``).
+Run: ``make demo`` (or ``.venv/bin/python examples/demo.py "your question"``). Chain-of-
+Abstraction instead of LLMCompiler plans: ``make demo DIALECT=coa`` (or ``--dialect coa``).
 
 The model comes from the environment (``llm_compiler.llms.resolve_llm``): OpenAI with
 ``OPENAI_API_KEY``, any OpenAI-compatible server with ``LLM_COMPILER_API_BASE``, else the
@@ -10,6 +11,7 @@ tools are offline: a small encyclopedia and a calculator (``demo_tools.py``).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import sys
@@ -18,6 +20,7 @@ import time
 from llama_index.core.agent.workflow import AgentStream
 
 from llm_compiler import (
+    ChainOfAbstractionWorkflow,
     JoinEvent,
     LLMCompilerError,
     LLMCompilerWorkflow,
@@ -86,19 +89,34 @@ class Printer:
         return best
 
 
-async def main(question: str) -> int:
+def build(dialect: str, llm: object) -> LLMCompilerWorkflow:
+    """The workflow for `dialect`: LLMCompiler plans, or Chain-of-Abstraction reasoning."""
+    if dialect == "coa":
+        return ChainOfAbstractionWorkflow(
+            tools=demo_tools.TOOLS,
+            llm=llm,
+            tool_timeout=10,
+            reasoning_examples=demo_tools.COA_REASONING_EXAMPLES,
+            answer_examples=demo_tools.COA_ANSWER_EXAMPLES,
+            timeout=300,
+        )
+    return LLMCompilerWorkflow(
+        tools=demo_tools.TOOLS,
+        llm=llm,
+        max_replans=1,
+        tool_timeout=10,
+        planner_examples=demo_tools.PLANNER_EXAMPLES,
+        joiner_examples=demo_tools.JOINER_EXAMPLES,
+        timeout=300,
+    )
+
+
+async def main(question: str, dialect: str = "llmcompiler") -> int:
     resolved = resolve_llm()
     print(f"model: {resolved.description}")
     async with resolved as llm:
-        workflow = LLMCompilerWorkflow(
-            tools=demo_tools.TOOLS,
-            llm=llm,
-            max_replans=1,
-            tool_timeout=10,
-            planner_examples=demo_tools.PLANNER_EXAMPLES,
-            joiner_examples=demo_tools.JOINER_EXAMPLES,
-            timeout=300,
-        )
+        workflow = build(dialect, llm)
+        print(f"dialect: {workflow.dialect.name}")
         print(f"question: {question}")
         printer = Printer()
         printer.say("planning (round 0)")
@@ -121,9 +139,22 @@ async def main(question: str) -> int:
     return 0
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("question", nargs="*", help="the question (default: a sample one)")
+    parser.add_argument(
+        "--dialect",
+        choices=["llmcompiler", "coa"],
+        default=os.environ.get("DIALECT") or "llmcompiler",
+        help="plan format (default: $DIALECT, else llmcompiler)",
+    )
+    return parser.parse_args(argv)
+
+
 if __name__ == "__main__":
+    args = parse_args(sys.argv[1:])
     try:
-        sys.exit(asyncio.run(main(" ".join(sys.argv[1:]) or QUESTION)))
+        sys.exit(asyncio.run(main(" ".join(args.question) or QUESTION, args.dialect)))
     except LLMCompilerError as e:
         print(f"error: {e.message}", file=sys.stderr)
         sys.exit(2)

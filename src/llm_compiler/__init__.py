@@ -1,6 +1,7 @@
 """LLMCompiler: parallel function calling as an event-driven LlamaIndex workflow."""
 
 from llm_compiler.agent import LLMCompilerAgent
+from llm_compiler.coa import ChainOfAbstractionWorkflow, CoAAgent
 from llm_compiler.config import CompilerConfig
 from llm_compiler.dialects import LLMCompilerDialect, PlanDialect
 from llm_compiler.errors import ConfigurationError, LLMCallError, LLMCompilerError, RunError
@@ -22,6 +23,8 @@ from llm_compiler.summary import CompilerOutput, RunSummary, TaskSummary
 from llm_compiler.workflow import LLMCompilerWorkflow
 
 __all__ = [
+    "ChainOfAbstractionWorkflow",
+    "CoAAgent",
     "CompiledPlan",
     "CompilerConfig",
     "CompilerOutput",

@@ -2,7 +2,9 @@
 
 Shared by every plan dialect. Arguments are parsed with :mod:`ast` and JSON only;
 nothing the model writes is ever executed. ``$N``/``${N}`` name the result of task N;
-a reference becomes ``{"$ref": N}`` (see :mod:`llm_compiler.plan`).
+a reference becomes ``{"$ref": N}`` (see :mod:`llm_compiler.plan`). A dialect with named
+results (Chain-of-Abstraction's ``y1``) passes ``names`` instead: a bare name, a string
+that is just the name, or the name as a whole word inside a string is a reference.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from llm_compiler.plan import CONCAT, ref
@@ -103,12 +105,19 @@ class _Converter:
         source: str,
         alias: dict[int, int] | None = None,
         written_id: int | None = None,
+        names: Mapping[str, int] | None = None,
+        dollar_refs: bool = True,
     ) -> None:
         self.own_id = own_id
         self.earlier = earlier
         self.source = source
         self.alias = alias or {}
         self.written_id = own_id if written_id is None else written_id
+        self.names = dict(names or {})
+        self.dollar_refs = dollar_refs
+        # Longest first, and whole words only: `y1` never matches inside `y10` or `y1a`.
+        words = "|".join(re.escape(n) for n in sorted(self.names, key=len, reverse=True))
+        self.name_ref = re.compile(rf"(?<![\w$])(?:{words})(?!\w)") if words else None
 
     def is_ref(self, n: int, explicit: bool) -> int | None:
         """The task id `$n` refers to, or None when it is just text."""
@@ -126,25 +135,36 @@ class _Converter:
 
     def text(self, s: str, explicit: bool = False) -> Any:
         """A string literal: a whole reference, a template, or plain text."""
-        whole = _WHOLE_REF.match(s.strip())
+        if s.strip() in self.names:
+            return ref(self.names[s.strip()])
+        whole = _WHOLE_REF.match(s.strip()) if self.dollar_refs else None
         if whole:
             n = int(whole.group(1) or whole.group(2))
             target = self.is_ref(n, explicit or whole.group(1) is not None)
             return s if target is None else ref(target)
         parts: list[Any] = []
         pos = 0
-        for m in _TEXT_REF.finditer(s):
-            n = int(m.group(1) or m.group(2))
-            target = self.is_ref(n, explicit or m.group(1) is not None)
-            if target is None:
-                continue
-            parts.append(s[pos : m.start()])
+        for start, end, target in self._text_refs(s, explicit):
+            parts.append(s[pos:start])
             parts.append(ref(target))
-            pos = m.end()
+            pos = end
         if not parts:
             return s
         parts.append(s[pos:])
         return _concat(parts)
+
+    def _text_refs(self, s: str, explicit: bool) -> list[tuple[int, int, int]]:
+        """(start, end, task id) of each reference inside `s`, in order."""
+        found: list[tuple[int, int, int]] = []
+        if self.dollar_refs:
+            for m in _TEXT_REF.finditer(s):
+                target = self.is_ref(int(m.group(1) or m.group(2)), explicit or bool(m.group(1)))
+                if target is not None:
+                    found.append((m.start(), m.end(), target))
+        if self.name_ref is not None:
+            for m in self.name_ref.finditer(s):
+                found.append((m.start(), m.end(), self.names[m.group()]))
+        return sorted(found)
 
     def node(self, node: ast.AST) -> Any:  # noqa: C901 - one branch per node kind
         if isinstance(node, ast.Constant):
@@ -173,6 +193,8 @@ class _Converter:
             v = node.operand.value
             return -v if isinstance(node.op, ast.USub) else v
         if isinstance(node, ast.Name):
+            if node.id in self.names:
+                return ref(self.names[node.id])
             m = _PLACEHOLDER.match(node.id)
             if m:
                 target = self.is_ref(int(m.group(1)), explicit=True)
@@ -221,18 +243,22 @@ def parse_arguments(
     earlier: Iterable[int],
     alias: dict[int, int] | None = None,
     written_id: int | None = None,
+    names: Mapping[str, int] | None = None,
+    dollar_refs: bool = True,
 ) -> tuple[list[Any], dict[str, Any]]:
     """Parse the inside of ``tool(...)`` into positional and keyword arguments.
 
     Accepts Python-literal syntax, unquoted text (``search(In Cold Blood)``), and
     ``$N``/``${N}`` references anywhere. `alias` maps ids as the planner wrote them to
-    the ids they were renumbered to (`written_id` is this task's). Raises PlanLineError
-    for invalid references.
+    the ids they were renumbered to (`written_id` is this task's). `names` maps result
+    names (``y1``) to task ids; `dollar_refs=False` leaves ``$N`` as plain text (for
+    dialects that do not use it, where ``$5`` is an amount). Raises PlanLineError for
+    invalid references.
     """
-    conv = _Converter(own_id, set(earlier), "", alias, written_id)
+    conv = _Converter(own_id, set(earlier), "", alias, written_id, names, dollar_refs)
     if not text.strip():
         return [], {}
-    prepared = _replace_bare_refs(text)
+    prepared = _replace_bare_refs(text) if dollar_refs else text
     source = f"_f({prepared})"
     try:
         call = ast.parse(source, mode="eval").body

@@ -196,3 +196,26 @@ Thought: The capital of Italy is Rome. The capital of Spain is Madrid.
 Action: Finish(The capital of Italy is Rome and the capital of Spain is Madrid.)
 <END_OF_RESPONSE>
 """
+
+# The same two examples as a Chain-of-Abstraction reasoning, and the answer written from
+# it once the results are filled in.
+COA_REASONING_EXAMPLES = """\
+Question: How much higher is Mont Blanc than the Matterhorn?
+Reasoning: Mont Blanc is [FUNC lookup("Mont Blanc", "height_m") = y1] m high and the \
+Matterhorn [FUNC lookup("Matterhorn", "height_m") = y2] m, so Mont Blanc is \
+[FUNC calculator("y1 - y2") = y3] m higher.
+Question: What are the capitals of Italy and Spain?
+Reasoning: Italy: [FUNC search("Italy") = y1]. Spain: [FUNC search("Spain") = y2].
+"""
+
+COA_ANSWER_EXAMPLES = """\
+Question: How much higher is Mont Blanc than the Matterhorn?
+Reasoning: Mont Blanc is [FUNC lookup("Mont Blanc", "height_m") = 4806.0] m high and the \
+Matterhorn [FUNC lookup("Matterhorn", "height_m") = 4478.0] m, so Mont Blanc is \
+[FUNC calculator("4806.0 - 4478.0") = 328.0] m higher.
+Answer: Mont Blanc is 328 m higher than the Matterhorn.
+Question: What are the capitals of Italy and Spain?
+Reasoning: Italy: [FUNC search("Italy") = Italy: Country in Southern Europe. Capital: Rome.]. \
+Spain: [FUNC search("Spain") = Spain: Country in Southwestern Europe. Capital: Madrid.].
+Answer: The capital of Italy is Rome and the capital of Spain is Madrid.
+"""

@@ -36,7 +36,7 @@ from workflows.events import Event, StopEvent
 from llm_compiler._llm import TokenUsage, is_chat, stream_call
 from llm_compiler._scheduler import Scheduler
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config
-from llm_compiler.dialects.base import PlanDialect
+from llm_compiler.dialects.base import DirectAnswer, PlanDialect
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.errors import ConfigurationError, RunError
 from llm_compiler.events import (
@@ -337,8 +337,9 @@ class LLMCompilerWorkflow(Workflow):
     ) -> StopEvent | ReplanEvent | None:
         """Ask the joiner to finish or replan; the last allowed round always finishes.
 
-        A task whose tool is ``return_direct`` ends the run with its output instead. A
-        blank reply is asked again once, then replanned (or, on the last round, a
+        A task whose tool is ``return_direct`` ends the run with its output instead, and
+        so does a dialect's :class:`~llm_compiler.dialects.base.DirectAnswer`. A blank
+        reply is asked again once, then replanned (or, on the last round, a
         :class:`RunError`).
         """
         state = await self._state(ctx)
@@ -349,6 +350,11 @@ class LLMCompilerWorkflow(Workflow):
             output = state.outcomes[direct].output
             answer = output if isinstance(output, str) else str(output)
             return StopEvent(result=await self._finish(ctx, state, answer, direct))
+        if isinstance(self.dialect, DirectAnswer):
+            record = self._prompt(state).rounds[ev.round]
+            answer = self.dialect.answer_without_join(record)
+            if answer is not None:
+                return StopEvent(result=await self._finish(ctx, state, answer))
         last = state.replans >= self.config.max_replans
         decision = await self._decide(ctx, state, ev.round, last)
         if not decision.content.strip() and decision.action == "finish":

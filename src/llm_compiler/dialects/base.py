@@ -5,6 +5,9 @@ sequences and request extras, a streaming parser that turns the model's text int
 :class:`~llm_compiler.plan.PlanTask`s, and the joiner's prompt and decision parser. The
 engine (scheduler, executor, events, state) never knows which dialect produced the
 tasks; adding a format is a new module here.
+
+Optional: a dialect may also implement :class:`DirectAnswer` to end a round without the
+joiner call when the planner's own text already is the answer.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from llama_index.core.tools import BaseTool
 from llm_compiler._llm import LLMRequest
 from llm_compiler.joiner import JoinerDecision
 from llm_compiler.plan import PlanTask
-from llm_compiler.prompting import PromptContext
+from llm_compiler.prompting import PromptContext, RoundRecord
 
 
 @dataclass(frozen=True)
@@ -76,14 +79,12 @@ class PlanStream(Protocol):
 
 @runtime_checkable
 class PlanDialect(Protocol):
-    """A plan format: prompts, stops, streaming parser and joiner.
+    """A plan format: prompts, stops, streaming parser and joiner."""
 
-    ``name`` is a short name (``llmcompiler``, ``coa``, ``json``) shown in summaries.
-    """
-
+    # Read-only, so frozen dataclasses (the dialects) satisfy the protocol.
     @property
     def name(self) -> str:
-        """The dialect's short name."""
+        """A short name (``llmcompiler``, ``coa``, ``json``) shown in summaries."""
         ...
 
     def planner_request(self, context: PlannerContext) -> LLMRequest:
@@ -100,4 +101,17 @@ class PlanDialect(Protocol):
 
     def parse_decision(self, text: str) -> JoinerDecision:
         """The joiner's decision from its whole reply (prefill included)."""
+        ...
+
+
+@runtime_checkable
+class DirectAnswer(Protocol):
+    """Optional dialect hook: answer from the planner's text without a joiner call.
+
+    The join step asks it first (after a ``return_direct`` tool, before the joiner).
+    Chain-of-Abstraction uses it: a reasoning that calls no function is the answer.
+    """
+
+    def answer_without_join(self, record: RoundRecord) -> str | None:
+        """The answer for a finished round, or None to call the joiner as usual."""
         ...

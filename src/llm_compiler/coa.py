@@ -1,0 +1,101 @@
+"""Chain-of-Abstraction on the compiler's engine: the workflow and the AgentWorkflow agent.
+
+Both are the LLMCompiler engine (the same events, streaming scheduler, parallel
+executor, limits, state and UI) with the :class:`~llm_compiler.dialects.coa.CoADialect`
+and no replanning: one reasoning call, the calls in parallel, one answer call (none
+when the reasoning calls nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.llms import LLM
+from pydantic import Field, model_validator
+
+from llm_compiler.agent import LLMCompilerAgent
+from llm_compiler.config import CompilerConfig, make_config
+from llm_compiler.dialects.coa import CoADialect
+from llm_compiler.errors import ConfigurationError
+from llm_compiler.tools import ToolLike
+from llm_compiler.workflow import LLMCompilerWorkflow
+
+
+def _no_replans(config: CompilerConfig | None, options: dict[str, Any]) -> CompilerConfig:
+    """The options as a config whose ``max_replans`` is 0 (CoA answers, never replans)."""
+    fields = set(CompilerConfig.model_fields)
+    overrides = {k: options.pop(k) for k in list(options) if k in fields}
+    if overrides.get("max_replans"):
+        raise ConfigurationError("Chain-of-Abstraction does not replan: leave max_replans out.")
+    return make_config(config, {**overrides, "max_replans": 0})
+
+
+class ChainOfAbstractionWorkflow(LLMCompilerWorkflow):
+    """Chain-of-Abstraction as a LlamaIndex workflow on the LLMCompiler engine.
+
+    ``await wf.run(user_msg=...)`` returns a ``CompilerOutput`` like
+    :class:`~llm_compiler.workflow.LLMCompilerWorkflow`, and streams the same events.
+
+    Args:
+        tools: llama-index tools or plain callables.
+        llm: Any llama-index LLM, chat or completion. Default: ``Settings.llm``.
+        config: Options and limits (``max_replans`` is always 0).
+        dialect: A configured :class:`CoADialect` (else one is built from the
+            template and example arguments below).
+        reasoning_template / answer_template: See :class:`CoADialect`.
+        reasoning_examples / answer_examples: See :class:`CoADialect`.
+        **options: As for ``LLMCompilerWorkflow`` (``tool_timeout=``, ``name=`` ...).
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[ToolLike] = (),
+        llm: LLM | None = None,
+        *,
+        config: CompilerConfig | None = None,
+        dialect: CoADialect | None = None,
+        reasoning_template: str | None = None,
+        answer_template: str | None = None,
+        reasoning_examples: str | None = None,
+        answer_examples: str | None = None,
+        name: str = "chain_of_abstraction",
+        **options: Any,
+    ) -> None:
+        given = (reasoning_template, answer_template, reasoning_examples, answer_examples)
+        if dialect is not None and any(g is not None for g in given):
+            raise ConfigurationError("Give templates and examples to the dialect, not beside it.")
+        dialect = dialect or CoADialect(
+            reasoning_examples=reasoning_examples,
+            answer_examples=answer_examples,
+            reasoning_template=reasoning_template,
+            answer_template=answer_template,
+        )
+        super().__init__(
+            tools,
+            llm,
+            config=_no_replans(config, options),
+            dialect=dialect,
+            name=name,
+            **options,
+        )
+
+
+class CoAAgent(LLMCompilerAgent):
+    """Chain-of-Abstraction as one agent of a llama-index ``AgentWorkflow``.
+
+    Each turn writes a reasoning with inline calls, runs them in parallel and answers
+    from the filled-in reasoning. The ``handoff`` tool works as a call like any other.
+    """
+
+    dialect: Any = Field(default_factory=CoADialect, description="The CoA dialect.")
+
+    @model_validator(mode="after")
+    def _never_replan(self) -> CoAAgent:
+        # The joiner of CoA only answers, so replans could never happen; 0 says so.
+        if self.config.max_replans:
+            object.__setattr__(self, "config", self.config.model_copy(update={"max_replans": 0}))
+        return self
+
+
+__all__ = ["ChainOfAbstractionWorkflow", "CoAAgent", "CoADialect"]
