@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from llm_compiler._schema import ToolSpec, alternatives, tool_specs
-from llm_compiler.parser import END_OF_PLAN
+from llm_compiler.plan import END_OF_PLAN
 
 DEFAULT_MAX_TASKS = 10
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from llm_compiler import prompting
 from llm_compiler._llm import LLMRequest
+from llm_compiler.grammar import joiner_grammar
 from llm_compiler.prompting import PromptContext
 
 END_OF_RESPONSE = "<END_OF_RESPONSE>"
@@ -97,15 +98,27 @@ class JoinerInput:
         )
 
     def llm_request(self) -> LLMRequest:
-        """Messages for a chat model; a prompt ending in ``Thought:`` for the others."""
+        """Messages for a chat model; a prompt ending in ``Thought:`` for the others.
+
+        With constrained decoding, a grammar allows exactly one Thought line and one
+        Action (no Replan on the last round).
+        """
         ctx = self.context
+        extras: dict[str, Any] = {}
+        if ctx.constrained:
+            extras["grammar"] = joiner_grammar(
+                allow_replan=not ctx.last_round, thought_label=ctx.chat
+            )
         if ctx.chat:
             return LLMRequest(
                 messages=prompting.messages(self.system(), ctx.history, self.request()),
                 stop=JOIN_STOP,
+                extras=extras,
             )
         prompt = prompting.completion_prompt(self.system(), ctx.history, self.request())
-        return LLMRequest(prompt=prompt + "Thought:", stop=JOIN_STOP, prefill="Thought:")
+        return LLMRequest(
+            prompt=prompt + "Thought:", stop=JOIN_STOP, prefill="Thought:", extras=extras
+        )
 
 
 # `[ \t]` rather than `\s` at line starts: `\s*` would run across blank lines from every

@@ -19,6 +19,8 @@ from pydantic import BaseModel, Field
 REF = "$ref"
 CONCAT = "$concat"
 JOIN_TOOL = "join"
+#: Ends a plan in the text format (after its ``join()`` line).
+END_OF_PLAN = "<END_OF_PLAN>"
 
 
 class PlanTask(BaseModel):

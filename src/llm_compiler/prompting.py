@@ -55,6 +55,7 @@ class PromptContext:
         system_prompt: The user's extra instructions, put before the dialect's own.
         chat: Whether the model takes messages (else one completion prompt).
         last_round: For the joiner: no replan is allowed after this round.
+        constrained: Ask the server for constrained decoding where the dialect can.
     """
 
     question: str
@@ -63,6 +64,7 @@ class PromptContext:
     system_prompt: str | None = None
     chat: bool = True
     last_round: bool = False
+    constrained: bool = False
 
 
 def preamble(system_prompt: str | None) -> str:

@@ -251,6 +251,7 @@ class LLMCompilerWorkflow(Workflow):
             system_prompt=self.system_prompt,
             chat=is_chat(self.llm),
             last_round=last_round,
+            constrained=self._constrained(),
         )
 
     def _constrained(self) -> bool:

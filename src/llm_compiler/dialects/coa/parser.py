@@ -80,7 +80,8 @@ def scan_call(text: str, i: int, final: bool) -> _Scan:
         if end is None:
             return _Scan("wait")
         return _Scan("bad", end, error="This [FUNC ...] is not of the form name(arguments).")
-    close, _ = find_closing_paren(text[m.end() :])
+    line_end = text.find("\n", m.end())  # a call closes on its own line
+    close, _ = find_closing_paren(text[m.end() : None if line_end < 0 else line_end])
     if close is None:
         return _loose_call(text, m, final)
     inner = text[m.end() : m.end() + close]

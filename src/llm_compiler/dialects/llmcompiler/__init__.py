@@ -12,11 +12,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from llm_compiler._llm import LLMRequest
 from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.dialects.llmcompiler.parser import END_OF_PLAN, PlanParser, parse_task_line
 from llm_compiler.dialects.llmcompiler.prompts import PlannerInput
+from llm_compiler.grammar import plan_grammar
 from llm_compiler.joiner import JoinerDecision, JoinerInput, parse_joiner_output
 from llm_compiler.prompting import PromptContext
 
@@ -37,13 +39,29 @@ class LLMCompilerDialect:
     planner_examples: str | None = None
     joiner_examples: str | None = None
     name: str = "llmcompiler"
+    grammar_max_tasks: int = 8
 
     def planner_request(self, context: PlannerContext) -> LLMRequest:
-        """Messages for chat models, one few-shot prompt for completion models."""
+        """Messages for chat models, one few-shot prompt for completion models.
+
+        With constrained decoding the request carries a GBNF grammar from the tools
+        (:func:`~llm_compiler.grammar.plan_grammar`): only given tools, typed arguments,
+        references to earlier tasks, numbered lines, and ``join()`` after at most
+        ``grammar_max_tasks`` tasks (small models otherwise repeat calls).
+        """
         inputs = PlannerInput(context, self.planner_examples)
+        extras: dict[str, Any] = {}
+        if context.constrained:
+            known = context.known_ids  # earlier tasks, never join lines
+            extras["grammar"] = plan_grammar(
+                context.tools,
+                first_id=context.next_id,
+                known_ids=sorted(known),
+                max_tasks=min(context.max_tasks, self.grammar_max_tasks),
+            )
         if context.prompt.chat:
-            return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP)
-        return LLMRequest(prompt=inputs.prompt(), stop=PLAN_STOP)
+            return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP, extras=extras)
+        return LLMRequest(prompt=inputs.prompt(), stop=PLAN_STOP, extras=extras)
 
     def plan_parser(self, context: PlannerContext) -> PlanParser:
         """An incremental parser of this round's plan lines."""
@@ -55,7 +73,7 @@ class LLMCompilerDialect:
         )
 
     def joiner_request(self, context: PromptContext) -> LLMRequest:
-        """The Thought/Action joiner prompt."""
+        """The Thought/Action joiner prompt (with its grammar when constrained)."""
         return JoinerInput(context, self.joiner_examples).llm_request()
 
     def parse_decision(self, text: str) -> JoinerDecision:

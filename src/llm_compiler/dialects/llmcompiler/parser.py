@@ -16,9 +16,7 @@ from llm_compiler.arguments import (
     parse_arguments,
     parse_json_call,
 )
-from llm_compiler.plan import JOIN_TOOL, PlanTask, iter_refs, render_call
-
-END_OF_PLAN = "<END_OF_PLAN>"
+from llm_compiler.plan import END_OF_PLAN, JOIN_TOOL, PlanTask, iter_refs, render_call
 
 _TASK_LINE = re.compile(r"^[\s*#>-]*(\d+)\s*[.):]\s*(.*)$", re.DOTALL)
 _THOUGHT = re.compile(r"^[\s*#>-]*thought\s*:\s*(.*)$", re.IGNORECASE | re.DOTALL)
