@@ -59,22 +59,27 @@ def _first_type(allowed: Sequence[Any]) -> type | None:
     return next((type(a) for a in allowed if a != ""), None)
 
 
-def _type_ok(value: Any, allowed: Sequence[Any], expected: type, nested: type | None) -> bool:
-    """Whether `value` has the documented type (or that of the allowed values)."""
+def _type_check(
+    value: Any, allowed: Sequence[Any], expected: type, nested: type | None
+) -> tuple[bool, bool]:
+    """Whether `value` has the documented type, and whether it counts as a "variable".
+
+    A value of the allowed values' type passes as a variable when the documented type
+    (or an element's type) does not fit; a variable is compared exactly.
+    """
+    first = _first_type(allowed)
+    variable = first is not None and first is not expected
     if type(value) is expected:
         if nested is None:
-            return True
+            return True, variable
         for option in allowed:
             if not isinstance(option, list) or all(
-                _type_ok(v, option, nested, None) for v in value
+                _type_check(v, option, nested, None)[0] for v in value
             ):
-                return True
-    return _first_type(allowed) is type(value)
-
-
-def _is_variable(allowed: Sequence[Any], expected: type) -> bool:
-    first = _first_type(allowed)
-    return first is not None and first is not expected
+                return True, variable
+    if first is not None and type(value) is first:
+        return True, True
+    return False, variable
 
 
 def _std(value: Any) -> Any:
@@ -145,14 +150,12 @@ def check_call(doc: Mapping[str, Any], call: Call, answer: Answer) -> str | None
             value = list(value)
         if expected is float and type(value) is int:
             value = float(value)
-        if not _type_ok(value, allowed, expected, nested):
+        type_ok, variable = _type_check(value, allowed, expected, nested)
+        if not type_ok:
             return f"{name}: {param}={value!r} is not of type {type_name}"
         # A "variable" (a value typed like the allowed values, not like the doc) is
         # compared exactly; documented types get BFCL's lenient comparisons.
-        if _is_variable(allowed, expected):
-            ok = value in allowed
-        else:
-            ok = _value_ok(value, allowed, expected, nested)
+        ok = value in allowed if variable else _value_ok(value, allowed, expected, nested)
         if not ok:
             return f"{name}: {param}={value!r} is not one of {allowed!r}"
     for param, allowed in allowed_by_param.items():
