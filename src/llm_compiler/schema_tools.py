@@ -20,7 +20,7 @@ import inspect
 import keyword
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, get_origin
 
 from llama_index.core.tools import BaseTool, ToolMetadata, ToolOutput
 from llama_index.core.tools.types import AsyncBaseTool
@@ -50,6 +50,8 @@ _PY_TYPES: dict[str, Any] = {
     "null": type(None),
 }
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCALARS = (str, int, float, bool, type(None))
+_MAX_REF_DEPTH = 8
 
 
 def normalize_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -91,7 +93,9 @@ def parse_definition(spec: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]
     if not isinstance(name, str) or not name.strip():
         raise ConfigurationError(f"A tool definition needs a non-empty 'name': {spec!r:.200}")
     params = spec.get("parameters", spec.get("inputSchema", spec.get("input_schema")))
-    params = normalize_schema(params or {"type": "object", "properties": {}})
+    params = dict(params or {"type": "object", "properties": {}})
+    defs = {**params.pop("definitions", {}), **params.pop("$defs", {})}
+    params = normalize_schema(inline_refs(params, defs) if defs else params)
     if params.get("type", "object") != "object":
         raise ConfigurationError(f"The parameters of {name!r} must be an object schema.")
     params.setdefault("type", "object")
@@ -142,6 +146,9 @@ def model_from_schema(name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
         info: dict[str, Any] = {"description": prop.get("description")}
         if field_name != pname:
             info["alias"] = pname
+        if prop.get("enum") and get_origin(annotation) is not Literal:
+            # Allowed values a Literal cannot hold still belong in the rendered signature.
+            info["json_schema_extra"] = {"enum": prop["enum"]}
         if pname not in required:
             info["default"] = copy.deepcopy(prop.get("default"))
         fields[field_name] = (annotation, Field(**info))
@@ -154,7 +161,7 @@ def model_from_schema(name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
 
 
 def _annotation(name: str, prop: Mapping[str, Any]) -> Any:  # noqa: C901 - one branch per kind
-    if "enum" in prop and prop["enum"]:
+    if prop.get("enum") and all(isinstance(v, _SCALARS) for v in prop["enum"]):
         return Literal[tuple(prop["enum"])]
     if "const" in prop:
         return Literal[prop["const"]]
@@ -330,17 +337,27 @@ def tool_json_schema(tool: BaseTool) -> dict[str, Any]:
     return inline_refs(full, full.get("$defs", {}))
 
 
-def inline_refs(node: Any, defs: Mapping[str, Any]) -> Any:
-    """`node` with local ``#/$defs/...`` references replaced by their definitions."""
+def inline_refs(node: Any, defs: Mapping[str, Any], depth: int = 0) -> Any:
+    """`node` with local references (``#/$defs/X``, ``#/definitions/X``) replaced.
+
+    A recursive definition is cut after a few levels (to ``{}``, any value).
+    """
     if isinstance(node, list):
-        return [inline_refs(x, defs) for x in node]
+        return [inline_refs(x, defs, depth) for x in node]
     if not isinstance(node, Mapping):
         return node
     ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs:
-        merged = {**defs[ref[8:]], **{k: v for k, v in node.items() if k != "$ref"}}
-        return inline_refs(merged, defs)
-    return {k: inline_refs(v, defs) for k, v in node.items() if k != "$defs"}
+    if isinstance(ref, str):
+        key = ref.rpartition("/")[2]
+        if not ref.startswith(("#/$defs/", "#/definitions/")) or key not in defs:
+            return {k: v for k, v in node.items() if k != "$ref"}
+        if depth >= _MAX_REF_DEPTH:
+            return {}
+        merged = {**defs[key], **{k: v for k, v in node.items() if k != "$ref"}}
+        return inline_refs(merged, defs, depth + 1)
+    return {
+        k: inline_refs(v, defs, depth) for k, v in node.items() if k not in ("$defs", "definitions")
+    }
 
 
 # --------------------------------------------------------------------------- description

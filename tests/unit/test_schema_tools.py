@@ -254,3 +254,48 @@ async def test_a_workflow_runs_schema_tools_from_a_text_plan():
         ("flights.search", {"from": "JFK", "passenger": {"name": "Ann"}, "class": "business"})
     ]
     assert "flights.search(from_: str" in llm.calls[0].prompt
+
+
+def test_references_are_inlined_and_recursion_is_cut():
+    spec = {
+        "name": "tree.add",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"node": {"$ref": "#/$defs/Node"}, "tag": {"$ref": "#/definitions/Tag"}},
+            "required": ["node"],
+            "$defs": {
+                "Node": {
+                    "type": "object",
+                    "properties": {
+                        "label": {"type": "string"},
+                        "child": {"$ref": "#/$defs/Node"},
+                    },
+                    "required": ["label"],
+                }
+            },
+            "definitions": {"Tag": {"type": "string", "enum": ["a", "b"]}},
+        },
+    }
+    tool = SchemaTool.from_definition(spec, handler=record_into([]))
+    assert 'tag: "a" | "b" = None' in signature(tool)
+    assert '"label": str' in signature(tool)
+    nested = {"label": "x", "child": {"label": "y", "child": {"label": "z"}}}
+    assert tool.original_arguments({"node": nested}) == {"node": nested}
+    with pytest.raises(ValueError, match="tag"):
+        tool.original_arguments({"node": nested, "tag": "c"})
+
+
+def test_enums_of_objects_and_untyped_values_accept_any_value():
+    spec = {
+        "name": "pick",
+        "parameters": {
+            "type": "object",
+            "properties": {"choice": {"enum": [{"a": 1}, {"b": 2}]}, "free": {}},
+        },
+    }
+    tool = SchemaTool.from_definition(spec, handler=record_into([]))
+    assert tool.original_arguments({"choice": {"a": 1}, "free": [1, "x"]}) == {
+        "choice": {"a": 1},
+        "free": [1, "x"],
+    }
+    assert signature(tool) == 'pick(choice: {"a": 1} | {"b": 2} = None, free = None)'
