@@ -19,11 +19,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from llama_index.core.llms import LLM
 
 from llm_compiler import LLMCompilerWorkflow, demo_tools
+from llm_compiler.tools import ToolLike
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -98,8 +99,9 @@ class AnswerOutcome:
 
 def demo_workflow(llm: LLM) -> LLMCompilerWorkflow:
     """The workflow as the demo configures it."""
+    tools = cast("list[ToolLike]", demo_tools.TOOLS)
     return LLMCompilerWorkflow(
-        tools=demo_tools.TOOLS,
+        tools=tools,
         llm=llm,
         max_replans=1,
         tool_timeout=10,

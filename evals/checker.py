@@ -70,7 +70,7 @@ def _type_check(
     first = _first_type(allowed)
     variable = first is not None and first is not expected
     if type(value) is expected:
-        if nested is None:
+        if nested is None or not isinstance(value, list):
             return True, variable
         for option in allowed:
             if not isinstance(option, list) or all(

@@ -152,7 +152,9 @@ def model_from_schema(name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
         if pname not in required:
             info["default"] = copy.deepcopy(prop.get("default"))
         fields[field_name] = (annotation, Field(**info))
-    extra = "forbid" if schema.get("additionalProperties") is False else "allow"
+    extra: Literal["forbid", "allow"] = (
+        "forbid" if schema.get("additionalProperties") is False else "allow"
+    )
     config = ConfigDict(
         extra=extra, validate_by_name=True, validate_by_alias=True, protected_namespaces=()
     )
@@ -162,23 +164,27 @@ def model_from_schema(name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
 
 def _annotation(name: str, prop: Mapping[str, Any]) -> Any:  # noqa: C901 - one branch per kind
     if prop.get("enum") and all(isinstance(v, _SCALARS) for v in prop["enum"]):
-        return Literal[tuple(prop["enum"])]
-    if "const" in prop:
-        return Literal[prop["const"]]
+        return Literal.__getitem__(tuple(prop["enum"]))
+    if "const" in prop and isinstance(prop["const"], _SCALARS):
+        return Literal.__getitem__(prop["const"])
     for key in ("anyOf", "oneOf"):
         if isinstance(prop.get(key), list) and prop[key]:
-            return Union[tuple(_annotation(f"{name}_{i}", s) for i, s in enumerate(prop[key]))]  # noqa: UP007
+            return Union.__getitem__(
+                tuple(_annotation(f"{name}_{i}", s) for i, s in enumerate(prop[key]))
+            )
     t = prop.get("type")
     if isinstance(t, list):
-        return Union[tuple(_annotation(name, {**prop, "type": x}) for x in t)]  # noqa: UP007
+        return Union.__getitem__(tuple(_annotation(name, {**prop, "type": x}) for x in t))
     if t == "array":
         items = prop.get("items")
-        return list[_annotation(f"{name}_item", items) if isinstance(items, Mapping) else Any]
+        inner = _annotation(f"{name}_item", items) if isinstance(items, Mapping) else Any
+        return list.__class_getitem__(inner)
     if t == "object":
         if prop.get("properties"):
             return model_from_schema(name, prop)
         values = prop.get("additionalProperties")
-        return dict[str, _annotation(name, values) if isinstance(values, Mapping) else Any]
+        value_type = _annotation(name, values) if isinstance(values, Mapping) else Any
+        return dict.__class_getitem__((str, value_type))
     return _PY_TYPES.get(t, Any) if isinstance(t, str) else Any
 
 
