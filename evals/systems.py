@@ -177,22 +177,28 @@ function calls that fulfil the request, and nothing else, as one Python list: \
 arguments with literal values. Call a function several times if the question needs it.
 """
 
-BASELINE_EXAMPLE = """\
+BASELINE_EXAMPLES = """\
 Functions: [{"name": "weather.get", "description": "Current weather of a city.", \
 "parameters": {"type": "dict", "properties": {"city": {"type": "string"}, "unit": \
 {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}]
 Question: What is the weather in Paris and in Rome, in celsius?
 Calls: [weather.get(city="Paris", unit="celsius"), weather.get(city="Rome", unit="celsius")]
+
+Functions: [{"name": "math.add", "description": "Add two numbers.", "parameters": \
+{"type": "dict", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, \
+"required": ["a", "b"]}}]
+Question: What is 2 plus 3, and 10 plus 20?
+Calls: [math.add(a=2, b=3), math.add(a=10, b=20)]
 """
 
 _BASELINE_STOP = ["\nQuestion:", "\nFunctions:", "\n\n"]
 
 
 def baseline_prompt(item: Item) -> str:
-    """The one-shot prompt: instructions, an example, the item's functions and question."""
+    """The few-shot prompt: instructions, two examples, the item's functions and question."""
     functions = json.dumps(item.functions, ensure_ascii=False)
     return (
-        f"{BASELINE_INSTRUCTIONS}\n{BASELINE_EXAMPLE}\n"
+        f"{BASELINE_INSTRUCTIONS}\n{BASELINE_EXAMPLES}\n"
         f"Functions: {functions}\nQuestion: {item.question}\nCalls:"
     )
 
@@ -253,7 +259,7 @@ def parse_calls(text: str, functions: Sequence[dict[str, Any]]) -> list[Call]:
 
 @register("baseline")
 async def baseline(item: Item, llm: LLM) -> Attempt:
-    """A plain BFCL-style one-shot prompt; the reply parsed as a list of calls."""
+    """A plain BFCL-style few-shot prompt; the reply parsed as a list of calls."""
     prompt = baseline_prompt(item)
     # A completion model gets the opening bracket written for it, as a chat model's
     # reply format is fixed by the instructions alone.
