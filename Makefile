@@ -7,7 +7,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 STAMP       := $(VENV)/.stamp-core
 LOCAL_STAMP := $(VENV)/.stamp-local
 
-.PHONY: install install-local test test-fast demo bench serve-llm serve lint format clean
+.PHONY: install install-local test test-fast demo eval bench serve-llm serve lint format clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,15 @@ demo: install
 		$(MAKE) --no-print-directory install-local; fi
 	DIALECT="$(DIALECT)" $(BIN)/python examples/demo.py $(Q)
 
+## Plan correctness on BFCL's parallel items (text plans vs. a plain prompt; the bfcl-eval
+## wheel is downloaded once into .cache/bfcl, never installed), then end-to-end answers on
+## the demo tools. Same model choice as `demo`. More items: make eval EVAL_ARGS="--sample 80"
+eval: install
+	@if [ -z "$$OPENAI_API_KEY$$LLM_COMPILER_API_BASE" ]; then \
+		$(MAKE) --no-print-directory install-local; fi
+	$(BIN)/python -m evals.bfcl $(EVAL_ARGS)
+	$(BIN)/python -m evals.answers
+
 bench: install
 	$(BIN)/python -m benchmarks.run
 
@@ -51,13 +60,13 @@ serve-llm: install install-local
 	$(BIN)/python -m llm_compiler.local
 
 lint: install
-	$(BIN)/python -m ruff check src tests examples benchmarks
-	$(BIN)/python -m ruff format --check src tests examples benchmarks
+	$(BIN)/python -m ruff check src tests examples benchmarks evals
+	$(BIN)/python -m ruff format --check src tests examples benchmarks evals
 	$(BIN)/python -m mypy
 
 format: install
-	$(BIN)/python -m ruff check --fix src tests examples benchmarks
-	$(BIN)/python -m ruff format src tests examples benchmarks
+	$(BIN)/python -m ruff check --fix src tests examples benchmarks evals
+	$(BIN)/python -m ruff format src tests examples benchmarks evals
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -207,18 +207,23 @@ def required(tool: BaseTool) -> list[str]:
 
 
 def signature(tool: BaseTool) -> str:
-    """``name(param: type, other: type = default)`` from the tool's schema."""
+    """``name(param: type, other: type = default)`` from the tool's schema.
+
+    Parameters are shown by their Python names (what a text plan writes); allowed values
+    show as ``"a" | "b"`` and nested objects as ``{"key": type, ...}``.
+    """
     schema = tool.metadata.fn_schema
     name = tool.metadata.get_name()
     if schema is None:
         return f"{name}(input: str)"
     try:
-        props = schema.model_json_schema().get("properties", {})
+        full = schema.model_json_schema()
     except Exception:  # a schema with unresolved annotations still has field names
-        props = {}
+        full = {}
+    props, defs = full.get("properties", {}), full.get("$defs", {})
     parts = []
     for pname, info in schema.model_fields.items():
-        typ = _type_name(props.get(pname, {}))
+        typ = _type_name(props.get(info.alias or pname, {}), defs)
         part = f"{pname}: {typ}" if typ else pname
         if not info.is_required():
             part += f" = {info.get_default(call_default_factory=True)!r}"
@@ -226,22 +231,48 @@ def signature(tool: BaseTool) -> str:
     return f"{name}({', '.join(parts)})"
 
 
-def _type_name(prop: Mapping[str, Any]) -> str:
-    if "type" in prop:
-        t = prop["type"]
-        if t == "array" and isinstance(prop.get("items"), dict) and "type" in prop["items"]:
-            return f"list[{_type_name(prop['items'])}]"
-        return {
-            "string": "str",
-            "integer": "int",
-            "number": "float",
-            "boolean": "bool",
-            "array": "list",
-            "object": "dict",
-        }.get(t, str(t))
-    if "anyOf" in prop:
-        return " | ".join(_type_name(p) or "any" for p in prop["anyOf"])
+_JSON_TYPES = {
+    "string": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "array": "list",
+    "object": "dict",
+    "null": "None",
+}
+
+
+def _type_name(prop: Mapping[str, Any], defs: Mapping[str, Any], depth: int = 0) -> str:
+    ref = prop.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and depth < 4:
+        return _type_name(defs.get(ref[8:], {}), defs, depth + 1)
+    if prop.get("enum"):
+        return " | ".join(json.dumps(v) for v in prop["enum"])
+    if "const" in prop:
+        return json.dumps(prop["const"])
+    t = prop.get("type")
+    if t == "array" and isinstance(prop.get("items"), dict):
+        inner = _type_name(prop["items"], defs, depth + 1)
+        return f"list[{inner}]" if inner else "list"
+    if t == "object" and prop.get("properties") and depth < 4:
+        return _object_fields(prop, defs, depth + 1)
+    if isinstance(t, str):
+        return _JSON_TYPES.get(t, t)
+    for key in ("anyOf", "oneOf"):
+        if key in prop:
+            return " | ".join(_type_name(p, defs, depth + 1) or "any" for p in prop[key])
     return ""
+
+
+def _object_fields(prop: Mapping[str, Any], defs: Mapping[str, Any], depth: int) -> str:
+    required = set(prop.get("required", []))
+    parts = []
+    for key, sub in prop["properties"].items():
+        part = f"{json.dumps(key)}: {_type_name(sub, defs, depth) or 'any'}"
+        if key not in required:
+            part += f" = {sub['default']!r}" if "default" in sub else " (optional)"
+        parts.append(part)
+    return "{" + ", ".join(parts) + "}"
 
 
 def description(tool: BaseTool) -> str:
@@ -268,7 +299,9 @@ def bind(task: PlanTask, tool: BaseTool) -> PlanTask:
             }
         )
     kwargs.update(zip(names, task.args, strict=False))
+    aliases = _aliases(tool)
     for key, value in task.kwargs.items():
+        key = aliases.get(key, key)  # a JSON plan may use the original (alias) name
         if key not in names:
             return task.model_copy(
                 update={
@@ -285,6 +318,14 @@ def bind(task: PlanTask, tool: BaseTool) -> PlanTask:
             update={"error": f"{name} is missing required argument(s): {', '.join(missing)}."}
         )
     return task.model_copy(update={"args": [], "kwargs": kwargs})
+
+
+def _aliases(tool: BaseTool) -> dict[str, str]:
+    """Original parameter name -> Python field name, for fields whose names differ."""
+    schema = tool.metadata.fn_schema
+    if schema is None:
+        return {}
+    return {f.alias: n for n, f in schema.model_fields.items() if f.alias and f.alias != n}
 
 
 def validate_arguments(tool: BaseTool, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,51 @@
+"""The end-to-end answer eval: answer matching and one scripted run."""
+
+from __future__ import annotations
+
+from evals.answers import QUESTIONS, Question, is_right, markdown, numbers, run_answers
+from llm_compiler import demo_tools
+from llm_compiler.testing import LLMCall, ScriptedLLM
+
+
+def test_numbers_understand_separators_and_scales():
+    assert numbers("8,849 m and 107.6 million, 1.41 billion; 42") == [
+        8849.0,
+        107_600_000.0,
+        1_410_000_000.0,
+        42.0,
+    ]
+    assert numbers("born in 1912 and 1954") == [1912.0, 1954.0]
+
+
+def test_answers_need_every_name_and_number():
+    assert is_right("The capitals are Paris and Tokyo.", ("Paris", "Tokyo"))
+    assert not is_right("The capital of France is Paris.", ("Paris", "Tokyo"))
+    assert is_right("Brasília and Ottawa", ("Ottawa", "Brasilia"))
+    assert not is_right("Parisian food", ("Paris",))
+    assert is_right("Everest is 238.0 m higher.", (238,))
+    assert not is_right("Everest is 2380 m higher.", (238,))
+    assert is_right("About 107,600,000 people.", (107_600_000,))
+
+
+def test_the_question_set_includes_the_demo_question():
+    assert QUESTIONS[0] == Question(
+        "What are the capitals of France and Japan?", ("Paris", "Tokyo")
+    )
+    assert len(QUESTIONS) >= 10
+
+
+async def test_a_full_scripted_run_is_checked(monkeypatch):
+    monkeypatch.setattr(demo_tools, "LATENCY", 0.0)
+
+    def reply(call: LLMCall) -> str:
+        if call.prompt.rstrip().endswith("Thought:"):
+            return " Both found.\nAction: Finish(Paris and Tokyo.)"
+        return '1. search("France")\n2. search("Japan")\n3. join()\n<END_OF_PLAN>'
+
+    questions = [QUESTIONS[0], Question("What is the capital of Australia?", ("Canberra",))]
+    outcomes = await run_answers(ScriptedLLM(reply, chat=False), questions, timeout=30)
+    assert [o.right for o in outcomes] == [True, False]
+    assert outcomes[0].rounds == 1
+    assert outcomes[0].tasks == ["search({'query': 'France'})", "search({'query': 'Japan'})"]
+    table = markdown(outcomes, "scripted", "today")
+    assert "Answer accuracy: **1/2** on scripted" in table
