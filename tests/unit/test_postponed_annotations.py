@@ -27,7 +27,7 @@ async def distance(a: Point, b: Point) -> float:
 
 def test_literal_and_model_annotations_resolve():
     tool = to_tool(weather)
-    assert signature(tool) == "weather(city: str, unit: "celsius" | "fahrenheit" = 'celsius')"
+    assert signature(tool) == """weather(city: str, unit: "celsius" | "fahrenheit" = 'celsius')"""
     assert validate_arguments(tool, {"city": "Oslo", "unit": "fahrenheit"})["unit"] == "fahrenheit"
     assert '"\\"fahrenheit\\""' in plan_grammar([tool])
     params = to_tool(distance).metadata.get_parameters_dict()
