@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core.llms import LLM, ChatMessage, MessageRole
-from workflows.errors import WorkflowCancelledByUser
 
 from evals.checker import Call
 from evals.data import Item
-from llm_compiler import LLMCompilerWorkflow, PlanEvent, PlanTask
+from llm_compiler import CompiledPlan, LLMCompilerWorkflow, PlanTask
+from llm_compiler.dialects import JsonPlanDialect
 from llm_compiler.schema_tools import SchemaTool
 
 
@@ -100,36 +100,12 @@ def recording_tools(item: Item, log: list[Call] | None = None) -> list[SchemaToo
     return [SchemaTool.from_definition(f, handler=record) for f in item.functions]
 
 
-async def compiled_plan(workflow: LLMCompilerWorkflow, question: str) -> PlanEvent:
-    """The first complete plan of a run, which is then cancelled (public API only).
-
-    Raises:
-        RuntimeError: The run ended without a complete plan.
-        Exception: What the run raised before its plan was complete.
-    """
-    handler = workflow.run(user_msg=question)
-    plan: PlanEvent | None = None
-    try:
-        async for ev in handler.stream_events():
-            if isinstance(ev, PlanEvent) and ev.complete and ev.round == 0:
-                plan = ev
-                break
-    finally:
-        if not handler.done():
-            await handler.cancel_run()
-        try:
-            await handler
-        except WorkflowCancelledByUser:
-            pass
-        except Exception:
-            if plan is None:
-                raise
-    if plan is None:
-        raise RuntimeError("The run ended without a complete plan.")
-    return plan
+async def compiled_plan(workflow: LLMCompilerWorkflow, question: str) -> CompiledPlan:
+    """The first plan of a run, compiled and checked but not run (``mode="plan_only"``)."""
+    return await workflow.compile_plan(question)
 
 
-def plan_attempt(plan: PlanEvent, tools: Sequence[SchemaTool]) -> Attempt:
+def plan_attempt(plan: CompiledPlan, tools: Sequence[SchemaTool]) -> Attempt:
     """The calls a compiled plan would dispatch, by original parameter names."""
     by_name = {t.metadata.get_name(): t for t in tools}
     attempt = Attempt(text=plan.text, notes=list(plan.errors))
@@ -161,9 +137,28 @@ def _arguments(task: PlanTask, tool: SchemaTool) -> dict[str, Any]:
 
 @register("text")
 async def text_plans(item: Item, llm: LLM) -> Attempt:
-    """LLMCompilerWorkflow with default settings: the first plan's calls."""
+    """LLMCompilerWorkflow text plans, unconstrained: the first plan's calls."""
     tools = recording_tools(item)
-    workflow = LLMCompilerWorkflow(tools=tools, llm=llm)
+    workflow = LLMCompilerWorkflow(tools=tools, llm=llm, constrained=False)
+    return plan_attempt(await compiled_plan(workflow, item.question), tools)
+
+
+@register("text+grammar")
+async def grammar_plans(item: Item, llm: LLM) -> Attempt:
+    """Text plans under a GBNF grammar built from the item's tools (llama.cpp servers)."""
+    tools = recording_tools(item)
+    workflow = LLMCompilerWorkflow(tools=tools, llm=llm, constrained=True)
+    return plan_attempt(await compiled_plan(workflow, item.question), tools)
+
+
+@register("json")
+async def json_plans(item: Item, llm: LLM) -> Attempt:
+    """The JSON plan dialect (unconstrained: the embedded server takes no JSON schema
+    on completion requests)."""
+    tools = recording_tools(item)
+    workflow = LLMCompilerWorkflow(
+        tools=tools, llm=llm, dialect=JsonPlanDialect(), constrained=False
+    )
     return plan_attempt(await compiled_plan(workflow, item.question), tools)
 
 
@@ -280,5 +275,3 @@ async def baseline(item: Item, llm: LLM) -> Attempt:
 
 
 # Planners being built elsewhere register themselves under these names when present.
-mark_unavailable("text+grammar", "the grammar-constrained planner is not in this tree yet")
-mark_unavailable("json", "the JSON plan dialect is not in this tree yet")
