@@ -143,14 +143,16 @@ async def test_new_systems_plug_in_with_one_function(monkeypatch):
     monkeypatch.setattr(systems, "_REGISTRY", dict(systems._REGISTRY))
     monkeypatch.setattr(systems, "_UNAVAILABLE", dict(systems._UNAVAILABLE))
 
-    @systems.register("json")
+    systems.mark_unavailable("needs-gpu", "this system needs a GPU")
+
+    @systems.register("exact")
     async def exact(item, llm):
         return [("spotify.play", {"artist": "Maroon 5", "duration": 15}), ("other", {})]
 
-    ready, notes = bfcl.split_available(["json", "text+grammar", "nope"])
-    assert ready == ["json"]
-    assert len(notes) == 2 and "grammar" in notes[0] and "nope" in notes[1]
-    (outcome,) = await bfcl.run_eval([ITEM], ["json"], ScriptedLLM([]), timeout=5)
+    ready, notes = bfcl.split_available(["exact", "needs-gpu", "nope"])
+    assert ready == ["exact"]
+    assert len(notes) == 2 and "GPU" in notes[0] and "nope" in notes[1]
+    (outcome,) = await bfcl.run_eval([ITEM], ["exact"], ScriptedLLM([]), timeout=5)
     assert outcome.calls_correct == 1 and outcome.unknown_tool_calls == 1
     assert isinstance(await systems.run_system(exact, ITEM, ScriptedLLM([])), Attempt)
 
