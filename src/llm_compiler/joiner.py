@@ -92,9 +92,15 @@ class JoinerInput:
         return text + ("\n" + examples.rstrip() + "\n" if examples else "")
 
     def request(self) -> str:
-        """The question with every round's actions and observations."""
+        """The question, every round's actions and observations, then the question again.
+
+        Restating the question right before the reply measurably helps small models,
+        which otherwise answer only about the last observation they read.
+        """
+        question = self.context.question
         return (
-            f"Question: {self.context.question}\n{prompting.render_history(self.context.rounds)}\n"
+            f"Question: {question}\n{prompting.render_history(self.context.rounds)}\n"
+            f"Answer the question: {question}\n"
         )
 
     def llm_request(self) -> LLMRequest:

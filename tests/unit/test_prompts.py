@@ -69,7 +69,9 @@ def test_completion_prompts_end_where_the_model_continues():
     assert "Conversation so far:\nuser: hi\nassistant: yo\n" in plan
     assert plan.endswith("\nQuestion: q?\n")
     request = JoinerInput(PromptContext("q?", last_round=True, chat=False), "").llm_request()
-    assert request.prompt is not None and request.prompt.endswith("Question: q?\n\nThought:")
+    assert request.prompt is not None and request.prompt.endswith(
+        "Question: q?\n\nAnswer the question: q?\nThought:"
+    )
     assert request.prefill == "Thought:" and LAST_ROUND_NOTE.strip() in request.prompt
 
 
