@@ -174,7 +174,8 @@ async def test_completion_path_sends_one_prompt_per_call(fake_openai):
     assert planner["prompt"].endswith(f"\nQuestion: {QUESTION}\n")
     assert "height(mountain: str)" in planner["prompt"]
     assert joiner["prompt"].endswith(
-        "3. subtract($1, $2)\nObservation: 238\nAnswer the question: How much higher is Mount Everest than K2?\nThought:"
+        "3. subtract($1, $2)\nObservation: 238\n"
+        "Answer the question: How much higher is Mount Everest than K2?\nThought:"
     )
     assert "1. height('Mount Everest')\nObservation: 8849" in joiner["prompt"]
     assert len(of(events, TaskResult)) == 3
