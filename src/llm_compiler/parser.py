@@ -5,8 +5,9 @@ Plan lines: :mod:`llm_compiler.dialects.llmcompiler.parser`; arguments and refer
 """
 
 from llm_compiler.arguments import PlanLineError, parse_arguments
-from llm_compiler.dialects.llmcompiler.parser import END_OF_PLAN, PlanParser, parse_task_line
+from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
 from llm_compiler.joiner import JoinerDecision, parse_joiner_output
+from llm_compiler.plan import END_OF_PLAN
 
 __all__ = [
     "END_OF_PLAN",

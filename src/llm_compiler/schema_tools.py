@@ -340,7 +340,8 @@ def tool_json_schema(tool: BaseTool) -> dict[str, Any]:
             "required": ["input"],
         }
     full = schema.model_json_schema()
-    return inline_refs(full, full.get("$defs", {}))
+    inlined: dict[str, Any] = inline_refs(full, full.get("$defs", {}))
+    return inlined
 
 
 def inline_refs(node: Any, defs: Mapping[str, Any], depth: int = 0) -> Any:

@@ -353,9 +353,9 @@ class LLMCompilerWorkflow(Workflow):
             return StopEvent(result=await self._finish(ctx, state, answer, direct))
         if isinstance(self.dialect, DirectAnswer):
             record = self._prompt(state).rounds[ev.round]
-            answer = self.dialect.answer_without_join(record)
-            if answer is not None:
-                return StopEvent(result=await self._finish(ctx, state, answer))
+            direct_answer = self.dialect.answer_without_join(record)
+            if direct_answer is not None:
+                return StopEvent(result=await self._finish(ctx, state, direct_answer))
         last = state.replans >= self.config.max_replans
         decision = await self._decide(ctx, state, ev.round, last)
         if not decision.content.strip() and decision.action == "finish":

@@ -156,7 +156,7 @@ class AgentRunner:
         self,
         message: str,
         chat_history: list[ChatMessage] | None = None,
-        tool_choice: str | dict | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
     ) -> AgentChatResponse:
         """Answer `message` (``chat_history`` replaces the conversation, as before)."""
         _warn_tool_choice(tool_choice)
@@ -167,7 +167,7 @@ class AgentRunner:
         self,
         message: str,
         chat_history: list[ChatMessage] | None = None,
-        tool_choice: str | dict | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
     ) -> AgentChatResponse:
         """Sync :meth:`achat` (not inside a running event loop)."""
         return self._sync.run(self.achat(message, chat_history, tool_choice), "chat")
@@ -213,7 +213,7 @@ class AgentRunner:
         self,
         message: str,
         chat_history: list[ChatMessage] | None = None,
-        tool_choice: str | dict | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
     ) -> StreamingAgentChatResponse:
         """Stream the answer; ``sources`` is filled when the stream ends."""
         _warn_tool_choice(tool_choice)
@@ -228,7 +228,7 @@ class AgentRunner:
         self,
         message: str,
         chat_history: list[ChatMessage] | None = None,
-        tool_choice: str | dict | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
     ) -> StreamingAgentChatResponse:
         """Sync :meth:`astream_chat`: iterate ``response.response_gen``."""
         _warn_tool_choice(tool_choice)

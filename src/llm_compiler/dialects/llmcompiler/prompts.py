@@ -10,7 +10,7 @@ from llama_index.core.tools import BaseTool
 from llm_compiler import prompting
 from llm_compiler import tools as _tools
 from llm_compiler.dialects.base import PlannerContext
-from llm_compiler.dialects.llmcompiler.parser import END_OF_PLAN
+from llm_compiler.plan import END_OF_PLAN
 
 PLANNER_INSTRUCTIONS = """\
 Given a question, write a plan of actions that answers it with as many actions running \
