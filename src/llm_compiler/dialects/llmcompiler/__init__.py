@@ -16,10 +16,11 @@ from typing import Any
 
 from llm_compiler._llm import LLMRequest
 from llm_compiler.dialects.base import PlannerContext
-from llm_compiler.dialects.llmcompiler.parser import END_OF_PLAN, PlanParser, parse_task_line
+from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
 from llm_compiler.dialects.llmcompiler.prompts import PlannerInput
 from llm_compiler.grammar import plan_grammar
 from llm_compiler.joiner import JoinerDecision, JoinerInput, parse_joiner_output
+from llm_compiler.plan import END_OF_PLAN
 from llm_compiler.prompting import PromptContext
 
 #: The planner's stop sequences: its end marker, and the start of a new few-shot example.
