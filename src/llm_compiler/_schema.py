@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import keyword
 import re
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,12 +56,28 @@ def tool_specs(tools: Sequence[Any]) -> list[ToolSpec]:
     return [tool_spec(_tools.to_tool(t)) for t in tools]
 
 
-@functools.lru_cache(maxsize=1024)
+_SPECS: weakref.WeakKeyDictionary[BaseTool, ToolSpec] = weakref.WeakKeyDictionary()
+
+
 def tool_spec(tool: BaseTool) -> ToolSpec:
     """A tool's parameters from its JSON schema; names only if the schema cannot be built.
 
-    Cached: building a schema costs ~2 ms a tool, and a run asks once per planning round.
+    Cached while the tool lives (building a schema costs ~2 ms a tool, and a run asks once
+    per planning round); the cache never keeps a tool alive.
     """
+    try:
+        return _SPECS[tool]
+    except (KeyError, TypeError):  # TypeError: a tool that cannot be weakly referenced
+        pass
+    spec = _build_spec(tool)
+    try:
+        _SPECS[tool] = spec
+    except TypeError:
+        pass
+    return spec
+
+
+def _build_spec(tool: BaseTool) -> ToolSpec:
     name = tool.metadata.get_name()
     try:
         schema = tool.metadata.get_parameters_dict()

@@ -86,3 +86,15 @@ def test_chat_messages_keep_only_the_conversation():
     assert request.messages is not None
     assert [m.role.value for m in request.messages] == ["system", "user", "assistant", "user"]
     assert LAST_ROUND_NOTE.strip() not in (request.messages[0].content or "")
+
+
+def test_examples_never_teach_a_tool_the_run_does_not_have():
+    def play(artist: str, minutes: int) -> str:
+        """Play an artist."""
+        return artist
+
+    ctx = PlannerContext(prompt=PromptContext("q"), tools=[FunctionTool.from_defaults(fn=play)])
+    text = prompts.PlannerInput(ctx).system()
+    assert "search(" not in text and prompts.EXAMPLE_NOTE not in text
+    assert prompts.GENERATED_NOTE in text
+    assert '1. play(artist="A", minutes=1)\n2. play(artist="B", minutes=2)\n3. join()' in text

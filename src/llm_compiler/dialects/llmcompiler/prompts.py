@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from llama_index.core.tools import BaseTool
 
 from llm_compiler import prompting
 from llm_compiler import tools as _tools
+from llm_compiler._schema import tool_spec
 from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.plan import END_OF_PLAN
 
@@ -44,6 +47,9 @@ Thought: The density needs the country's population and area, found after step 1
 """
 
 EXAMPLE_NOTE = "The examples below illustrate the format; their tools may differ from yours.\n"
+GENERATED_NOTE = "The example below shows the format with your actions; its values are made up.\n"
+#: The tool the built-in examples call: they are shown only to runs that have it.
+EXAMPLE_TOOL = "search"
 
 REPLAN_NOTE = """\
 The plan above was not enough. Write a NEW plan that only adds what is missing. \
@@ -65,7 +71,12 @@ class PlannerInput:
     examples: str | None = None
 
     def system(self) -> str:
-        """The instructions, the tool list and the examples."""
+        """The instructions, the tool list and the examples.
+
+        Examples never teach a tool the run does not have (small models copy them): the
+        built-in ones are shown only to runs with a ``search`` tool; other runs get an
+        example generated from their own first tool, two independent calls and a join.
+        """
         tools = self.context.tools
         text = prompting.preamble(self.context.prompt.system_prompt) + PLANNER_INSTRUCTIONS.format(
             n_actions=len(tools) + 1,
@@ -73,9 +84,14 @@ class PlannerInput:
             join_number=len(tools) + 1,
             end=END_OF_PLAN,
         )
-        examples = PLANNER_EXAMPLES if self.examples is None else self.examples
-        if examples is PLANNER_EXAMPLES:
-            text += "\n" + EXAMPLE_NOTE
+        examples = self.examples
+        if examples is None:
+            names = {t.metadata.get_name() for t in tools}
+            if EXAMPLE_TOOL in names:
+                examples, note = PLANNER_EXAMPLES, EXAMPLE_NOTE
+            else:
+                examples, note = generated_example(tools), GENERATED_NOTE
+            text += "\n" + note if examples else ""
         return text + ("\n" + examples.rstrip() + "\n" if examples else "")
 
     def request(self) -> str:
@@ -99,3 +115,54 @@ class PlannerInput:
         ctx = self.context.prompt
         text = prompting.completion_prompt(self.system(), ctx.history, self.request())
         return text + "New plan:\n" if ctx.rounds else text
+
+
+_SAMPLES: dict[str, tuple[Any, Any]] = {
+    "string": ("A", "B"),
+    "integer": (1, 2),
+    "number": (1.5, 2.5),
+    "boolean": (True, False),
+}
+
+
+def _sample(schema: Mapping[str, Any], which: int) -> Any:
+    """A made-up value of the schema's type (an allowed one for enums)."""
+    if "enum" in schema and schema["enum"]:
+        values = list(schema["enum"])
+        return values[min(which, len(values) - 1)]
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if options:
+        schema = next((o for o in options if o.get("type") != "null"), options[0])
+    kind = schema.get("type")
+    if kind == "array":
+        return [_sample(schema.get("items", {}), which)]
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: _sample(v, which) for k, v in props.items() if k in schema.get("required", ())}
+    return _SAMPLES.get(str(kind), ("A", "B"))[which]
+
+
+def _literal(value: Any) -> str:
+    """A value as the plan grammar writes it (double-quoted strings, Python words)."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def generated_example(tools: Sequence[BaseTool]) -> str:
+    """A format example with the run's first tool: two independent calls, then join."""
+    specs = [tool_spec(t) for t in tools]
+    spec = next((s for s in specs if s.call_form), None)
+    if spec is None:
+        return ""
+    lines = []
+    for which in (0, 1):
+        args = ", ".join(
+            f"{p.name}={_literal(_sample(p.schema, which))}" for p in spec.params if p.required
+        )
+        lines.append(f"{which + 1}. {spec.name}({args})")
+    return "Question: (an example)\n" + "\n".join(lines) + "\n3. join()\n" + END_OF_PLAN + "\n"
