@@ -245,3 +245,18 @@ async def test_the_typed_summary_reports_every_task():
     assert [r.task_ids for r in summary.rounds] == [[1, 2, 3]]
     assert out.raw["tasks"][2]["is_error"] and out.raw["replans"] == 0  # the old raw contract
     assert out.raw["summary"]["tasks"][1]["status"] == "error"
+
+
+async def test_arguments_that_do_not_fit_the_schema_are_never_dispatched():
+    def multiply(a: float, b: float) -> float:
+        """Multiply."""
+        return a * b
+
+    llm = ScriptedLLM(['1. multiply("x", 2)\n2. multiply(3, 2)\n3. join()', FINISH.format("6")])
+    _, events = await run(LLMCompilerWorkflow(tools=[multiply], llm=llm), user_msg="q")
+    from llm_compiler import TaskReady
+
+    assert [e.task_id for e in of(events, TaskReady)] == [2]  # task 1 never reached a tool
+    assert [e.args for e in of(events, TaskReady)] == [{"a": 3, "b": 2}]
+    bad = {r.task_id: r for r in of(events, TaskResult)}[1]
+    assert bad.is_error and "Invalid arguments for multiply: a:" in bad.output
