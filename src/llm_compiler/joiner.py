@@ -92,9 +92,9 @@ class JoinerInput:
 
     def request(self) -> str:
         """The question with every round's actions and observations."""
-        return (
-            f"Question: {self.context.question}\n{prompting.render_history(self.context.rounds)}\n"
-        )
+        ctx = self.context
+        history = prompting.render_history(ctx.rounds, ctx.max_history_chars)
+        return f"Question: {ctx.question}\n{history}\n"
 
     def llm_request(self) -> LLMRequest:
         """Messages for a chat model; a prompt ending in ``Thought:`` for the others."""

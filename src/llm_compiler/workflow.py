@@ -49,7 +49,7 @@ from llm_compiler.events import (
 )
 from llm_compiler.executor import run_task
 from llm_compiler.joiner import JoinerDecision
-from llm_compiler.plan import resolve
+from llm_compiler.plan import resolve_kwargs
 from llm_compiler.planner import Planner, TokenStream, publish
 from llm_compiler.prompting import PromptContext
 from llm_compiler.state import CompilerState, TaskOutcome, round_records
@@ -194,10 +194,14 @@ class LLMCompilerWorkflow(Workflow):
         return state
 
     def _prompt(self, state: CompilerState, last_round: bool = False) -> PromptContext:
+        budget = self.config.max_prompt_chars
+        # Each observation gets its share of the prompt's budget for earlier rounds.
+        share = budget // max(1, 2 * len(state.outcomes))
         return PromptContext(
             question=state.question,
             history=state.transcript,
-            rounds=round_records(state, self.config.max_observation_chars),
+            rounds=round_records(state, max(200, min(self.config.max_observation_chars, share))),
+            max_history_chars=budget,
             system_prompt=self.system_prompt,
             chat=is_chat(self.llm),
             last_round=last_round,
@@ -424,7 +428,7 @@ def summarize(
         task = state.tasks[direct]
         results = {d: state.outcomes[d].output for d in task.deps}
         base = next(t for t in tasks if t.id == direct)
-        direct_summary = base.model_copy(update={"args": resolve(task.kwargs, results)})
+        direct_summary = base.model_copy(update={"args": resolve_kwargs(task.kwargs, results)})
     return RunSummary(
         answer=answer,
         dialect=dialect,
