@@ -20,6 +20,7 @@ planner has finished.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ from llama_index.core.objects import ObjectRetriever
 from llama_index.core.settings import Settings
 from llama_index.core.tools import BaseTool
 from workflows import Context, Workflow, step
+from workflows.handler import WorkflowHandler
 from workflows.events import StopEvent
 
 from llm_compiler._llm import TokenUsage, is_chat, stream_call
@@ -117,6 +119,20 @@ class LLMCompilerWorkflow(Workflow):
         self.tool_context = tool_context
         self.system_prompt = system_prompt
         self._planner = Planner(self.llm, self.dialect, self.config, name)
+
+    def run(self, *args: Any, **kwargs: Any) -> WorkflowHandler:
+        """Start a run (see ``Workflow.run``); cancelling its awaiter cancels the run.
+
+        ``asyncio.wait_for(handler, t)`` timing out, or ``task.cancel()`` on a task that
+        awaits the handler, cancels only the handler's result future in
+        llama-index-workflows: the run's steps and tools would go on. We cancel the run
+        itself then (``cancel_run``), so every running tool is cancelled.
+        """
+        handler = super().run(*args, **kwargs)
+        result = getattr(handler, "_result_task", None)  # workflows' private result future
+        if isinstance(result, asyncio.Future):
+            result.add_done_callback(functools.partial(_cancel_run_if_cancelled, handler))
+        return handler
 
     # Read-only views of the configuration, as attributes of earlier releases.
     max_replans = property(lambda self: self.config.max_replans)
@@ -398,6 +414,19 @@ class LLMCompilerWorkflow(Workflow):
             raw=summary.legacy_raw(),
             summary=summary,
         )
+
+
+#: Cancellations in flight (a task nobody holds may be garbage-collected mid-way).
+_CANCELLING: set[asyncio.Task[None]] = set()
+
+
+def _cancel_run_if_cancelled(handler: WorkflowHandler, result: asyncio.Future[Any]) -> None:
+    """Cancel the run of `handler` when its result future was cancelled."""
+    if not result.cancelled() or result.get_loop().is_closed():
+        return
+    task = result.get_loop().create_task(handler.cancel_run())
+    _CANCELLING.add(task)
+    task.add_done_callback(_CANCELLING.discard)
 
 
 def summarize(
