@@ -31,6 +31,8 @@ class CompilerStartEvent(StartEvent):
     user_msg: str | ChatMessage | None = None
     chat_history: list[ChatMessage] | None = None
     memory: BaseMemory | None = Field(default=None, exclude=True)
+    compiler_run_id: str | None = None
+    """Set by ``LLMCompilerWorkflow.run()``: the run's id, known before the run starts."""
 
 
 class _RunEvent(Event):

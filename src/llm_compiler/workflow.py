@@ -20,7 +20,6 @@ planner has finished.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 import uuid
 from collections.abc import Sequence
@@ -32,10 +31,11 @@ from llama_index.core.objects import ObjectRetriever
 from llama_index.core.settings import Settings
 from llama_index.core.tools import BaseTool
 from workflows import Context, Workflow, step
-from workflows.handler import WorkflowHandler
 from workflows.events import StopEvent
+from workflows.handler import WorkflowHandler
 
 from llm_compiler._llm import TokenUsage, is_chat, stream_call
+from llm_compiler._runs import RunRegistry
 from llm_compiler._scheduler import Scheduler
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config
 from llm_compiler.dialects.base import PlanDialect
@@ -119,20 +119,29 @@ class LLMCompilerWorkflow(Workflow):
         self.tool_context = tool_context
         self.system_prompt = system_prompt
         self._planner = Planner(self.llm, self.dialect, self.config, name)
+        self._runs = RunRegistry()
 
-    def run(self, *args: Any, **kwargs: Any) -> WorkflowHandler:
+    def run(
+        self, ctx: Context | None = None, start_event: Any = None, **kwargs: Any
+    ) -> WorkflowHandler:
         """Start a run (see ``Workflow.run``); cancelling its awaiter cancels the run.
 
         ``asyncio.wait_for(handler, t)`` timing out, or ``task.cancel()`` on a task that
         awaits the handler, cancels only the handler's result future in
         llama-index-workflows: the run's steps and tools would go on. We cancel the run
-        itself then (``cancel_run``), so every running tool is cancelled.
+        itself then (``cancel_run``), so every running tool is cancelled. A new question
+        on a context supersedes its last run: that run's late events (a cancelled turn's
+        tools finishing) are ignored from here on, before the new run has even started.
         """
-        handler = super().run(*args, **kwargs)
-        result = getattr(handler, "_result_task", None)  # workflows' private result future
-        if isinstance(result, asyncio.Future):
-            result.add_done_callback(functools.partial(_cancel_run_if_cancelled, handler))
+        new_turn = ctx is None or not ctx.is_running
+        run_id, start_event = self._runs.prepare(ctx, start_event, kwargs)
+        handler = super().run(ctx, start_event, **kwargs)
+        self._runs.started(handler, run_id, new_turn)
         return handler
+
+    def _stale(self, ev: Any, state: CompilerState) -> bool:
+        """Whether `ev` is a late event of an earlier run on this context."""
+        return ev.run_id != state.run_id or self._runs.retired(ev.run_id)
 
     # Read-only views of the configuration, as attributes of earlier releases.
     max_replans = property(lambda self: self.config.max_replans)
@@ -150,7 +159,7 @@ class LLMCompilerWorkflow(Workflow):
         if isinstance(ev, CompilerStartEvent):
             await self._begin(ctx, ev)
         state = await self._state(ctx)
-        if isinstance(ev, ReplanEvent) and ev.run_id != state.run_id:
+        if isinstance(ev, ReplanEvent) and self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
         context = self._planner.context(state, self._prompt(state), self._constrained())
         final = await self._planner.plan(ctx, state, context)
@@ -178,7 +187,7 @@ class LLMCompilerWorkflow(Workflow):
         # A new question starts a fresh DAG; the conversation carries what came before.
         await ctx.store.set_state(
             CompilerState(
-                run_id=uuid.uuid4().hex,
+                run_id=ev.compiler_run_id or uuid.uuid4().hex,
                 question=question,
                 transcript=list(history),
                 tool_names=toolset.names,
@@ -237,7 +246,7 @@ class LLMCompilerWorkflow(Workflow):
     ) -> TaskReady | TaskResult | JoinEvent | None:
         """Admit tasks, settle results, dispatch what is ready; join when all settled."""
         state = await ctx.store.get_state()
-        if ev.run_id != state.run_id:
+        if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
         sched = Scheduler(state, self.config.concurrency)
         if isinstance(ev, PlanEvent):
@@ -290,7 +299,7 @@ class LLMCompilerWorkflow(Workflow):
     async def execute(self, ctx: Context[CompilerState], ev: TaskReady) -> TaskResult | None:
         """Run one tool call; failures and timeouts become error observations."""
         state = await self._state(ctx)
-        if ev.run_id != state.run_id:
+        if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
         tool = state.toolset.get(ev.tool_name) if state.toolset is not None else None
         context = ctx if self.tool_context is None else self.tool_context
@@ -312,7 +321,7 @@ class LLMCompilerWorkflow(Workflow):
         :class:`RunError`).
         """
         state = await self._state(ctx)
-        if ev.run_id != state.run_id:
+        if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
         direct = self._return_direct(state, ev.round)
         if direct is not None:
@@ -414,19 +423,6 @@ class LLMCompilerWorkflow(Workflow):
             raw=summary.legacy_raw(),
             summary=summary,
         )
-
-
-#: Cancellations in flight (a task nobody holds may be garbage-collected mid-way).
-_CANCELLING: set[asyncio.Task[None]] = set()
-
-
-def _cancel_run_if_cancelled(handler: WorkflowHandler, result: asyncio.Future[Any]) -> None:
-    """Cancel the run of `handler` when its result future was cancelled."""
-    if not result.cancelled() or result.get_loop().is_closed():
-        return
-    task = result.get_loop().create_task(handler.cancel_run())
-    _CANCELLING.add(task)
-    task.add_done_callback(_CANCELLING.discard)
 
 
 def summarize(
