@@ -60,16 +60,17 @@ def parse_task_line(
     try:
         task = _parse_call(task_id, body, set(earlier), alias, written_id, max_depth, base)
     except PlanLineError as e:
-        return PlanTask(tool=_guess_tool(body), error=str(e), **base)
+        error = str(e)
     except RecursionError:  # a chain of thousands of attributes or unary operators
         error = f"Task {task_id}'s arguments are too deeply nested to read."
-        return PlanTask(tool=_guess_tool(body), error=error, **base)
     except Exception as e:  # noqa: BLE001 - bad data is one error observation, whatever it is
         error = f"Task {task_id} could not be read: {type(e).__name__}: {_clip(str(e))}"
-        return PlanTask(tool=_guess_tool(body), error=error, **base)
-    if alias:  # show the line with the ids it runs under
-        task.text = f"{task_id}. {render_call(task)}"
-    return task
+    else:
+        if alias:  # show the line with the ids it runs under
+            task.text = f"{task_id}. {render_call(task)}"
+        return task
+    base["text"] = f"{task_id}. {_clip(body)}"  # it is shown in prompts: keep it short
+    return PlanTask(tool=_guess_tool(body[:200]), error=error, **base)
 
 
 def _parse_call(
