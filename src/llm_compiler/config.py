@@ -29,6 +29,8 @@ class CompilerConfig(BaseModel):
             is no longer read (one more error says so).
         max_line_chars: A plan line longer than this is an error task, not parsed.
         max_arg_depth: Arguments nested deeper than this are an error task.
+        max_result_chars: A tool output longer than this (as JSON) is cut to this many
+            characters of text, in the state and for its dependents.
         max_prompt_chars: The earlier rounds shown in a planner or joiner prompt are cut
             to this many characters (each observation to its share, then the middle).
         stream_tokens: Stream planner and joiner tokens as ``CompilerStream`` events.
@@ -49,6 +51,7 @@ class CompilerConfig(BaseModel):
     max_line_chars: int = Field(default=20_000, ge=1)
     max_arg_depth: int = Field(default=20, ge=1)
     max_prompt_chars: int = Field(default=100_000, ge=1000)
+    max_result_chars: int = Field(default=1_000_000, ge=1)
     stream_tokens: bool = True
     constrained: bool | None = None
 

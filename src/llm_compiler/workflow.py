@@ -303,7 +303,13 @@ class LLMCompilerWorkflow(Workflow):
             return None  # a late event of an earlier, cancelled run on this context
         tool = state.toolset.get(ev.tool_name) if state.toolset is not None else None
         context = ctx if self.tool_context is None else self.tool_context
-        result = await run_task(ev, tool, timeout=self.config.tool_timeout, context=context)
+        result = await run_task(
+            ev,
+            tool,
+            timeout=self.config.tool_timeout,
+            context=context,
+            max_chars=self.config.max_result_chars,
+        )
         result.run_id = ev.run_id
         ctx.write_event_to_stream(result)
         return result

@@ -16,9 +16,7 @@ async def search(query: str) -> str:
     return f"<{query}>"
 
 
-MARKDOWN = (
-    "## Result\n\n### Part 1\nThe first part.\n\n### Part 2\nMore (see above)."
-)
+MARKDOWN = "## Result\n\n### Part 1\nThe first part.\n\n### Part 2\nMore (see above)."
 
 
 @pytest.mark.timeout(20)

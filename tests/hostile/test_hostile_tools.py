@@ -110,3 +110,42 @@ async def test_to_tool_threads_are_a_real_pool():
     (tool,) = tool_map([who], threads).values()
     await asyncio.gather(*(tool.acall(x=str(i)) for i in range(4)))
     assert all(n.startswith("llm-compiler-tool") for n in names)
+
+
+@pytest.mark.timeout(20)
+async def test_huge_and_odd_outputs_are_bounded_in_state_and_for_dependents():
+    got: list[int] = []
+
+    async def huge(x: str) -> str:
+        """Five million characters."""
+        return "y" * 5_000_000
+
+    async def many(x: str) -> list:
+        """A big list."""
+        return list(range(200_000))
+
+    async def enormous_int(x: str) -> int:
+        """An integer too long to print."""
+        return 10**5000
+
+    async def size(value: object) -> int:
+        """The length of what it got."""
+        got.append(len(value))
+        return len(value)
+
+    plan = (
+        '1. huge("a")\n2. many("b")\n3. enormous_int("c")\n4. size($1)\n5. size($2)\n'
+        "6. size($3)\n7. join()"
+    )
+    llm = ScriptedLLM([plan, FINISH.format("ok")])
+    wf = LLMCompilerWorkflow(
+        tools=[huge, many, enormous_int, size], llm=llm, timeout=15, max_result_chars=10_000
+    )
+    out, events = await run(wf, user_msg="q")
+    assert str(out) == "ok"
+    done = results(events)
+    assert done[1].output.endswith("(4990000 characters cut)")
+    assert len(done[1].output) < 10_100 and len(done[2].output) < 10_100
+    assert done[3].is_error and "ValueError" in done[3].output
+    assert got[0] < 10_100 and done[6].skipped
+    assert len(llm.calls[1].prompt) < 20_000
