@@ -108,6 +108,16 @@ def _parse_call(
     return PlanTask(tool=tool, args=args, kwargs=kwargs, deps=deps, **base)
 
 
+def _through_call(line: str) -> str:
+    """A ``N. tool(...)`` line up to its call's closing parenthesis (what streaming
+    parses at that parenthesis), so a line reads the same however it was chunked."""
+    open_at = line.find("(")
+    if open_at < 0 or not _EARLY_CALL.match(line[: open_at + 1]):
+        return line
+    close, _ = find_closing_paren(line[open_at + 1 :])
+    return line if close is None else line[: open_at + close + 2]
+
+
 def _clip(text: str, n: int = 120) -> str:
     """`text` cut to `n` characters for a message (a hostile line may be huge)."""
     return text if len(text) <= n else text[:n] + f"...({len(text) - n} more characters)"
@@ -244,9 +254,6 @@ class PlanParser:
         self._line_len += len(piece)
         if self._line_taken or self._scan == 2:
             return []
-        if self._line_len > self.max_line_chars:
-            self._scan = 2  # read at its newline, as an error
-            return []
         start = 0
         if self._scan == 0:
             open_at = piece.find("(")
@@ -257,16 +264,27 @@ class PlanParser:
                 self._scan = 2
                 return []
             self._scan, start = 1, open_at + 1
-        if not self._scan_args(piece, start):
+        # Scan no further than max_line_chars into the line (a longer one is read at its
+        # newline, as an error): the same point whatever the chunking.
+        limit = self.max_line_chars - (self._line_len - len(piece)) + 1
+        if limit <= start:
+            self._scan = 2
+            return []
+        close = self._scan_args(piece[:limit], start)
+        if close < 0:
+            if len(piece) >= limit:
+                self._scan = 2
             return []
         self._line_taken = True
-        return self._line(self._line_text(""))
+        return self._line(self._line_text("")[: self._line_len - len(piece) + close + 1])
 
-    def _scan_args(self, piece: str, start: int) -> bool:
-        """Advance the argument scanner over `piece`; True at the call's closing ")"."""
+    def _scan_args(self, piece: str, start: int) -> int:
+        """Advance the argument scanner over `piece`; the index of the call's closing ")"
+        in it, or -1."""
         stack, quote, escaped = self._stack, self._quote, self._escaped
-        found = False
-        for ch in piece[start:]:
+        found = -1
+        for i in range(start, len(piece)):
+            ch = piece[i]
             if quote:
                 if escaped:
                     escaped = False
@@ -281,7 +299,7 @@ class PlanParser:
             elif ch in ")]}":
                 if not stack:
                     if ch == ")":
-                        found = True
+                        found = i
                         break
                 elif stack[-1] == ch:
                     stack.pop()
@@ -292,7 +310,7 @@ class PlanParser:
         if self._line_taken:  # the call on this line was already parsed at its ")"
             self._line_taken = False
             return []
-        return self._line(line)
+        return self._line(_through_call(line))
 
     def _error(self, message: str) -> None:
         """Record a plan error; past `max_plan_errors`, stop reading with one more."""
