@@ -148,13 +148,21 @@ def test_streaming_parse_is_linear_in_the_number_of_lines():
 
 
 @pytest.mark.timeout(30)
-def test_joiner_parse_is_linear_in_blank_lines():
-    text = "Thought: " + "\n" * 30_000 + "Action: Finish(42)" + "\n" * 30_000
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\n" * 30_000 + "the answer",
+        " \n" * 30_000,
+        "Thought: a" + "\n" * 30_000,
+        "Action: Finish(" + "\n" * 30_000 + "1)",
+        "\n \t" * 30_000,
+        "Thought: " + "\n" * 30_000 + "Action: Finish(42)" + "\n" * 30_000,
+    ],
+    ids=["blank", "space-newline", "thought", "inside-finish", "mixed", "around-action"],
+)
+def test_joiner_parse_is_linear_in_blank_lines(text):
+    """30,000 blank lines took 3-13 s when every line start re-scanned the blank run."""
     started = time.process_time()
     decision = parse_joiner_output(text)
     assert time.process_time() - started < 0.5
-    assert decision.action == "finish" and decision.content == "42"
-    text = "\n \n" * 30_000 + "no action at all"
-    started = time.process_time()
-    assert parse_joiner_output(text).content == "no action at all"
-    assert time.process_time() - started < 0.5
+    assert decision.action == "finish"
