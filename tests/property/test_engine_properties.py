@@ -143,8 +143,15 @@ def test_random_plans_always_end_well(plan, sizes, concurrency):
         if any(by_id[d].is_error for d in deps):
             assert result.skipped and i not in called  # never run after a failed input
             continue
-        assert called.count(i) == 1
-        assert result.is_error == (behaviour in ("raise", "hang"))
+        timed_out = result.is_error and "timed out after" in str(result.output)
+        if timed_out:  # a hang, or (on a loaded machine) a call still waiting for a thread
+            assert called.count(i) <= 1 and behaviour != "raise"
+            if i not in called:
+                continue
+        else:
+            assert called.count(i) == 1
+            assert result.is_error == (behaviour == "raise")
+            assert behaviour != "hang"
         (tag, value) = next((t, v) for n, t, v in harness.calls if n == i)
         assert not re.search(r"\$\{?\d", tag)  # every reference resolved
         if whole is not None:
