@@ -93,3 +93,10 @@ async def test_the_scheduler_settles_tasks_whose_inputs_can_never_settle():
         assert done[tid].is_error and "not an earlier task" in done[tid].output
     assert done[5].is_error  # its input (task 4) failed
     assert done[6].is_error and "does not list" in done[6].output
+
+
+def test_a_json_payload_shaped_like_a_reference_is_argument_names_not_a_reference():
+    parser = PlanParser()
+    (task,) = parser.feed('1. {"search": {"$ref": 99}}\n') + parser.finish()
+    assert task.deps == [] and task.kwargs == {"$ref": 99}
+    assert resolve_kwargs(task.kwargs, {}) == {"$ref": 99}
