@@ -7,7 +7,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 STAMP       := $(VENV)/.stamp-core
 LOCAL_STAMP := $(VENV)/.stamp-local
 
-.PHONY: install install-local test test-fast demo eval bench serve-llm serve lint format clean
+.PHONY: install install-local test test-fast fuzz demo eval bench serve-llm serve lint format clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ test: install
 ## The suite without the real model (seconds).
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not llm"
+
+## The property tests with many more examples and random seeds (FUZZ_EXAMPLES per
+## property, 10000 by default; `make test` runs a few with fixed seeds).
+fuzz: install
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 0 tests/property
 
 ## Answer a question with parallel tools on the embedded model (or OpenAI if OPENAI_API_KEY is
 ## set, or any OpenAI-compatible server if LLM_COMPILER_API_BASE is set).

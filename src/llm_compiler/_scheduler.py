@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_compiler.events import PlanEvent
-from llm_compiler.plan import PlanTask, resolve
+from llm_compiler.plan import PlanTask, iter_refs, resolve_kwargs
 from llm_compiler.state import CompilerState, RoundState, TaskOutcome
 
 
@@ -54,12 +54,26 @@ class Scheduler:
             s.tasks[task.id] = task
             record = self.round_record(task.round)
             record.n_tasks += 1
-            if task.error is not None:
-                self.out.failed.append((task, task.error, False))
+            error = task.error or self._bad_deps(task)
+            if error is not None:
+                self.out.failed.append((task, error, False))
             elif all(d in s.outcomes for d in task.deps):
                 self._ready(task)
             else:
                 s.blocked.append(task.id)
+
+    def _bad_deps(self, task: PlanTask) -> str | None:
+        """Why `task` could wait forever, if it could (defence in depth: the parser only
+        makes references to earlier tasks of this run, and admits tasks in order)."""
+        s = self.state
+        refs = set(iter_refs(task.args)) | set(iter_refs(list(task.kwargs.values())))
+        unknown = sorted(d for d in set(task.deps) | refs if d == task.id or d not in s.tasks)
+        if unknown:
+            which = ", ".join(str(d) for d in unknown)
+            return f"Task {task.id} needs task {which}, which is not an earlier task of this run."
+        if not refs <= set(task.deps):
+            return f"Task {task.id} uses results it does not list as inputs."
+        return None
 
     def complete_round(self, ev: PlanEvent) -> None:
         """Record the whole plan of a round (its text, thoughts, errors, join, usage)."""
@@ -105,4 +119,4 @@ class Scheduler:
         s = self.state
         s.running.append(task.id)
         results = {d: s.outcomes[d].output for d in task.deps}
-        self.out.dispatch.append((task, resolve(task.kwargs, results)))
+        self.out.dispatch.append((task, resolve_kwargs(task.kwargs, results)))

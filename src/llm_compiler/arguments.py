@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from llm_compiler.plan import CONCAT, ref
+from llm_compiler.plan import CONCAT, literal, ref
 
 _WHOLE_REF = re.compile(r"^\$(?:\{(\d+)\}|(\d+))$")
 # `$1` must not match inside `$10`, nor be the start of a number such as `$1.5` or `$1,000`.
@@ -60,6 +60,29 @@ def find_closing_paren(text: str) -> tuple[int | None, list[str]]:
                 stack.pop()
         i += 1
     return None, stack
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest bracket nesting in `text` outside string literals (a linear scan)."""
+    depth = deepest = 0
+    quote: str | None = None
+    escaped = False
+    for ch in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}" and depth:
+            depth -= 1
+    return deepest
 
 
 def _replace_bare_refs(text: str) -> str:
@@ -182,7 +205,7 @@ class _Converter:
                 if not isinstance(key, (str, int, float, bool)):
                     return self.source_text(node)
                 out[str(key)] = self.node(v)
-            return out
+            return literal(out)
         if (
             isinstance(node, ast.UnaryOp)
             and isinstance(node.op, (ast.USub, ast.UAdd))
@@ -288,7 +311,7 @@ def _json_value(conv: _Converter, value: Any) -> Any:
     if isinstance(value, list):
         return [_json_value(conv, v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _json_value(conv, v) for k, v in value.items()}
+        return literal({str(k): _json_value(conv, v) for k, v in value.items()})
     return value
 
 

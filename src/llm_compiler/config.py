@@ -23,6 +23,16 @@ class CompilerConfig(BaseModel):
             observation.
         max_tasks: Most tasks accepted in one plan; later lines become a plan error.
         max_observation_chars: Observations longer than this are cut in prompts.
+        max_plan_chars: Most characters of planner output read per round; the rest is
+            one plan error.
+        max_plan_errors: Most plan errors recorded per round; then the planner's output
+            is no longer read (one more error says so).
+        max_line_chars: A plan line longer than this is an error task, not parsed.
+        max_arg_depth: Arguments nested deeper than this are an error task.
+        max_result_chars: A tool output longer than this (as JSON) is cut to this many
+            characters of text, in the state and for its dependents.
+        max_prompt_chars: The earlier rounds shown in a planner or joiner prompt are cut
+            to this many characters (each observation to its share, then the middle).
         stream_tokens: Stream planner and joiner tokens as ``CompilerStream`` events.
         constrained: Ask the model server for constrained decoding (a grammar or JSON
             schema from the tools) when the dialect has one. None: on where the server
@@ -36,6 +46,12 @@ class CompilerConfig(BaseModel):
     tool_timeout: float | None = Field(default=None, gt=0)
     max_tasks: int = Field(default=100, ge=1)
     max_observation_chars: int = Field(default=4000, ge=1)
+    max_plan_chars: int = Field(default=200_000, ge=1)
+    max_plan_errors: int = Field(default=20, ge=1)
+    max_line_chars: int = Field(default=20_000, ge=1)
+    max_arg_depth: int = Field(default=20, ge=1)
+    max_prompt_chars: int = Field(default=100_000, ge=1000)
+    max_result_chars: int = Field(default=1_000_000, ge=1)
     stream_tokens: bool = True
     constrained: bool | None = None
 

@@ -39,6 +39,8 @@ class CompilerStartEvent(StartEvent):
     chat_history: list[ChatMessage] | None = None
     memory: BaseMemory | None = Field(default=None, exclude=True)
     mode: RunMode = "run"
+    compiler_run_id: str | None = None
+    """Set by ``LLMCompilerWorkflow.run()``: the run's id, known before the run starts."""
 
 
 class _RunEvent(Event):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -31,12 +32,18 @@ def _run_cancelled() -> bool:
 
 
 async def run_task(
-    ev: TaskReady, tool: BaseTool | None, *, timeout: float | None, context: Any
+    ev: TaskReady,
+    tool: BaseTool | None,
+    *,
+    timeout: float | None,
+    context: Any,
+    max_chars: int | None = None,
 ) -> TaskResult:
     """Validate arguments, call the tool under `timeout`, and report the outcome.
 
     A tool that raises anything (``TimeoutError`` and ``CancelledError`` included) gives
-    an error observation; only a cancellation of the run itself propagates.
+    an error observation; only a cancellation of the run itself propagates. An output
+    longer than `max_chars` (as JSON) is cut to that many characters of text.
     """
     started = time.time()
     output: Any
@@ -46,6 +53,7 @@ async def run_task(
         kwargs = validate_arguments(tool, ev.args)
         call = call_tool(tool, kwargs, context)
         output = jsonable(await asyncio.wait_for(_own_timeouts_only(call), timeout))
+        output = bounded(output, max_chars)
         is_error = False
     except asyncio.CancelledError as e:
         if _run_cancelled():
@@ -70,6 +78,16 @@ async def run_task(
     )
 
 
+def bounded(output: Any, max_chars: int | None) -> Any:
+    """`output`, or its first `max_chars` characters (as text) with a note of the cut."""
+    if max_chars is None or output is None or isinstance(output, (bool, int, float)):
+        return output  # a number JSON took has at most 4,300 digits
+    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+    if len(text) <= max_chars:
+        return output
+    return f"{text[:max_chars]} ...({len(text) - max_chars} characters cut)"
+
+
 def _error(e: BaseException) -> str:
-    text = str(e)
+    text = str(e)[:2000]
     return f"Error: {type(e).__name__}: {text}" if text else f"Error: {type(e).__name__}"

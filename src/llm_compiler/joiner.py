@@ -97,11 +97,9 @@ class JoinerInput:
         Restating the question right before the reply measurably helps small models,
         which otherwise answer only about the last observation they read.
         """
-        question = self.context.question
-        return (
-            f"Question: {question}\n{prompting.render_history(self.context.rounds)}\n"
-            f"Answer the question: {question}\n"
-        )
+        ctx = self.context
+        history = prompting.render_history(ctx.rounds, ctx.max_history_chars)
+        return f"Question: {ctx.question}\n{history}\nAnswer the question: {ctx.question}\n"
 
     def llm_request(self) -> LLMRequest:
         """Messages for a chat model; a prompt ending in ``Thought:`` for the others.

@@ -4,7 +4,9 @@ Arguments are kept JSON-safe so plans travel in events and the workflow state:
 
 * ``{"$ref": 3}`` is the result of task 3, passed with its own type;
 * ``{"$concat": ["ratio of ", {"$ref": 1}, " to ", {"$ref": 2}]}`` is a string with results
-  interpolated as text.
+  interpolated as text;
+* ``{"$lit": {...}}`` is a dict the model wrote whose keys look like these markers
+  (``search({"$ref": 9})``): data, never a reference. Only the parser makes references.
 
 Everything else is a plain literal (str, int, float, bool, None, list, dict).
 """
@@ -18,6 +20,9 @@ from pydantic import BaseModel, Field
 
 REF = "$ref"
 CONCAT = "$concat"
+LIT = "$lit"
+#: Keys a model-written dict may not carry bare: it would read as one of our markers.
+MARKERS = frozenset({REF, CONCAT, LIT})
 JOIN_TOOL = "join"
 #: Ends a plan in the text format (after its ``join()`` line).
 END_OF_PLAN = "<END_OF_PLAN>"
@@ -71,9 +76,25 @@ def is_concat(value: Any) -> bool:
     return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(CONCAT), list)
 
 
+def literal(value: dict[str, Any]) -> dict[str, Any]:
+    """`value` (a model-written dict) escaped if its keys collide with our markers."""
+    return {LIT: value} if MARKERS.intersection(value) else value
+
+
+def is_literal(value: Any) -> bool:
+    """Whether `value` is a model-written dict escaped by :func:`literal`."""
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(LIT), dict)
+
+
 def iter_refs(value: Any) -> Iterator[int]:
-    """Yield every task id referenced anywhere inside `value`."""
-    if is_ref(value):
+    """Yield every task id referenced anywhere inside `value`.
+
+    An escaped literal dict is never a reference itself; its values (which the parser
+    converted) may hold references.
+    """
+    if is_literal(value):
+        yield from iter_refs(list(value[LIT].values()))
+    elif is_ref(value):
         yield value[REF]
     elif isinstance(value, dict):
         for item in value.values():
@@ -96,8 +117,11 @@ def resolve(value: Any, results: Mapping[int, Any]) -> Any:
     """Replace references in `value` with the results they name.
 
     A whole reference keeps the result's type; references inside a template are
-    interpolated as text. `results` must hold every referenced id.
+    interpolated as text; an escaped literal dict becomes the dict the model wrote.
+    `results` must hold every referenced id.
     """
+    if is_literal(value):
+        return {k: resolve(v, results) for k, v in value[LIT].items()}
     if is_ref(value):
         return results[value[REF]]
     if is_concat(value):
@@ -111,6 +135,8 @@ def resolve(value: Any, results: Mapping[int, Any]) -> Any:
 
 def render_value(value: Any) -> str:
     """Render an argument back in plan syntax (``$3`` for references)."""
+    if is_literal(value):
+        return render_value(value[LIT])
     if is_ref(value):
         return f"${value[REF]}"
     if is_concat(value):
@@ -121,6 +147,11 @@ def render_value(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {render_value(v)}" for k, v in value.items()) + "}"
     return repr(value)
+
+
+def resolve_kwargs(kwargs: Mapping[str, Any], results: Mapping[int, Any]) -> dict[str, Any]:
+    """Resolve each argument (the mapping of names itself is never a reference)."""
+    return {k: resolve(v, results) for k, v in kwargs.items()}
 
 
 def render_call(task: PlanTask) -> str:

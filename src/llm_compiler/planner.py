@@ -73,8 +73,17 @@ def check_task(task: PlanTask, tools: ToolSet) -> PlanTask:
     """Reject unknown tools; bind arguments to parameters; validate literal arguments.
 
     A task whose arguments hold no reference is validated against the tool's schema
-    now, so a bad call is an error observation without being dispatched.
+    now, so a bad call is an error observation without being dispatched. Never raises:
+    whatever goes wrong with one line is that task's error.
     """
+    try:
+        return _check_task(task, tools)
+    except Exception as e:  # noqa: BLE001 - one bad line is one error observation
+        message = f"Task {task.id} could not be checked: {type(e).__name__}: {str(e)[:200]}"
+        return task.model_copy(update={"error": message})
+
+
+def _check_task(task: PlanTask, tools: ToolSet) -> PlanTask:
     if task.error is not None:
         return task
     tool = tools.get(task.tool)
@@ -112,6 +121,10 @@ class Planner:
             taken_ids=frozenset(state.taken_ids()),
             max_tasks=self.config.max_tasks,
             constrained=constrained,
+            max_plan_chars=self.config.max_plan_chars,
+            max_plan_errors=self.config.max_plan_errors,
+            max_line_chars=self.config.max_line_chars,
+            max_arg_depth=self.config.max_arg_depth,
         )
 
     async def plan(

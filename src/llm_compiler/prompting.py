@@ -56,6 +56,7 @@ class PromptContext:
         chat: Whether the model takes messages (else one completion prompt).
         last_round: For the joiner: no replan is allowed after this round.
         constrained: Ask the server for constrained decoding where the dialect can.
+        max_history_chars: Most characters of earlier rounds shown (None: no bound).
     """
 
     question: str
@@ -65,6 +66,7 @@ class PromptContext:
     chat: bool = True
     last_round: bool = False
     constrained: bool = False
+    max_history_chars: int | None = None
 
 
 def preamble(system_prompt: str | None) -> str:
@@ -104,8 +106,11 @@ def chat_context(history: Sequence[ChatMessage]) -> list[ChatMessage]:
     ]
 
 
-def render_history(rounds: Sequence[RoundRecord]) -> str:
-    """Earlier plans with their observations and the joiner's verdicts."""
+def render_history(rounds: Sequence[RoundRecord], max_chars: int | None = None) -> str:
+    """Earlier plans with their observations and the joiner's verdicts.
+
+    Past `max_chars`, the middle is cut (the first plan and the latest results stay).
+    """
     out: list[str] = []
     for record in rounds:
         for line, observation in record.plan_lines:
@@ -117,7 +122,15 @@ def render_history(rounds: Sequence[RoundRecord]) -> str:
             out.append(f"Thought: {record.thought}")
         if record.reason:
             out.append(f"Replan: {record.reason}")
-    return "\n".join(out)
+    return clip_middle("\n".join(out), max_chars)
+
+
+def clip_middle(text: str, max_chars: int | None) -> str:
+    """`text`, or its head and tail with a note of how much was cut from between."""
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    half = max_chars // 2
+    return f"{text[:half]}\n...({len(text) - 2 * half} characters cut)...\n{text[-half:]}"
 
 
 __all__ = [

@@ -54,20 +54,30 @@ class ScriptedLLM(LLM):
         script: The replies, or a function of the :class:`LLMCall` returning one.
         chat: Whether the model is a chat model (else completion prompts).
         tokens_per_chunk: Tokens per streamed chunk.
+        chunker: Splits a reply into streamed chunks instead (their concatenation must
+            be the reply), e.g. ``lambda t: list(t)`` for one character at a time.
     """
 
     chat_model: bool = True
     tokens_per_chunk: int = 1
     accepts_request_extras: ClassVar[bool] = True  # record extras as a server would get them
     _script: Any = PrivateAttr()
+    _chunker: Callable[[str], Sequence[str]] | None = PrivateAttr(default=None)
     _next: int = PrivateAttr(default=0)
     _calls: list[LLMCall] = PrivateAttr(default_factory=list)
 
     def __init__(
-        self, script: Script, *, chat: bool = True, tokens_per_chunk: int = 1, **kwargs: Any
+        self,
+        script: Script,
+        *,
+        chat: bool = True,
+        tokens_per_chunk: int = 1,
+        chunker: Callable[[str], Sequence[str]] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(chat_model=chat, tokens_per_chunk=tokens_per_chunk, **kwargs)  # type: ignore[call-arg]
         self._script = script
+        self._chunker = chunker
 
     @classmethod
     def class_name(cls) -> str:
@@ -102,6 +112,11 @@ class ScriptedLLM(LLM):
         return str(reply)
 
     def _chunks(self, text: str) -> list[str]:
+        if self._chunker is not None:
+            chunks = [c for c in self._chunker(text) if c]
+            if "".join(chunks) != text:
+                raise AssertionError("ScriptedLLM: the chunker's chunks do not add up to the reply")
+            return chunks
         tokens = split_tokens(text)
         n = max(1, self.tokens_per_chunk)
         return ["".join(tokens[i : i + n]) for i in range(0, len(tokens), n)]

@@ -32,8 +32,10 @@ from llama_index.core.settings import Settings
 from llama_index.core.tools import BaseTool
 from workflows import Context, Workflow, step
 from workflows.events import Event, StopEvent
+from workflows.handler import WorkflowHandler
 
 from llm_compiler._llm import TokenUsage, is_chat, stream_call
+from llm_compiler._runs import RunRegistry
 from llm_compiler._scheduler import Scheduler
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config
 from llm_compiler.dialects.base import DirectAnswer, PlanDialect
@@ -52,7 +54,7 @@ from llm_compiler.events import (
 )
 from llm_compiler.executor import run_task
 from llm_compiler.joiner import JoinerDecision
-from llm_compiler.plan import resolve
+from llm_compiler.plan import resolve_kwargs
 from llm_compiler.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.prompting import PromptContext
 from llm_compiler.state import CompilerState, TaskOutcome, round_records
@@ -125,6 +127,29 @@ class LLMCompilerWorkflow(Workflow):
         self.tool_context = tool_context
         self.system_prompt = system_prompt
         self._planner = Planner(self.llm, self.dialect, self.config, name)
+        self._runs = RunRegistry()
+
+    def run(
+        self, ctx: Context | None = None, start_event: Any = None, **kwargs: Any
+    ) -> WorkflowHandler:
+        """Start a run (see ``Workflow.run``); cancelling its awaiter cancels the run.
+
+        ``asyncio.wait_for(handler, t)`` timing out, or ``task.cancel()`` on a task that
+        awaits the handler, cancels only the handler's result future in
+        llama-index-workflows: the run's steps and tools would go on. We cancel the run
+        itself then (``cancel_run``), so every running tool is cancelled. A new question
+        on a context supersedes its last run: that run's late events (a cancelled turn's
+        tools finishing) are ignored from here on, before the new run has even started.
+        """
+        new_turn = ctx is None or not ctx.is_running
+        run_id, start_event = self._runs.prepare(ctx, start_event, kwargs)
+        handler = super().run(ctx, start_event, **kwargs)
+        self._runs.started(handler, run_id, new_turn)
+        return handler
+
+    def _stale(self, ev: Any, state: CompilerState) -> bool:
+        """Whether `ev` is a late event of an earlier run on this context."""
+        return ev.run_id != state.run_id or self._runs.retired(ev.run_id)
 
     # Read-only views of the configuration, as attributes of earlier releases.
     max_replans = property(lambda self: self.config.max_replans)
@@ -146,7 +171,7 @@ class LLMCompilerWorkflow(Workflow):
         if isinstance(ev, CompilerStartEvent):
             await self._begin(ctx, ev)
         state = await self._state(ctx)
-        if isinstance(ev, ReplanEvent) and ev.run_id != state.run_id:
+        if isinstance(ev, ReplanEvent) and self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
         context = self._planner.context(state, self._prompt(state), self._constrained())
         final = await self._planner.plan(ctx, state, context)
@@ -211,7 +236,7 @@ class LLMCompilerWorkflow(Workflow):
         # A new question starts a fresh DAG; the conversation carries what came before.
         await ctx.store.set_state(
             CompilerState(
-                run_id=uuid.uuid4().hex,
+                run_id=ev.compiler_run_id or uuid.uuid4().hex,
                 mode=ev.mode,
                 question=question,
                 transcript=list(history),
@@ -244,10 +269,14 @@ class LLMCompilerWorkflow(Workflow):
         return state
 
     def _prompt(self, state: CompilerState, last_round: bool = False) -> PromptContext:
+        budget = self.config.max_prompt_chars
+        # Each observation gets its share of the prompt's budget for earlier rounds.
+        share = budget // max(1, 2 * len(state.outcomes))
         return PromptContext(
             question=state.question,
             history=state.transcript,
-            rounds=round_records(state, self.config.max_observation_chars),
+            rounds=round_records(state, max(200, min(self.config.max_observation_chars, share))),
+            max_history_chars=budget,
             system_prompt=self.system_prompt,
             chat=is_chat(self.llm),
             last_round=last_round,
@@ -268,7 +297,7 @@ class LLMCompilerWorkflow(Workflow):
     ) -> TaskReady | TaskResult | JoinEvent | None:
         """Admit tasks, settle results, dispatch what is ready; join when all settled."""
         state = await ctx.store.get_state()
-        if ev.run_id != state.run_id:
+        if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
         sched = Scheduler(state, self.config.concurrency)
         if isinstance(ev, PlanEvent):
@@ -321,11 +350,17 @@ class LLMCompilerWorkflow(Workflow):
     async def execute(self, ctx: Context[CompilerState], ev: TaskReady) -> TaskResult | None:
         """Run one tool call; failures and timeouts become error observations."""
         state = await self._state(ctx)
-        if ev.run_id != state.run_id:
+        if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
         tool = state.toolset.get(ev.tool_name) if state.toolset is not None else None
         context = ctx if self.tool_context is None else self.tool_context
-        result = await run_task(ev, tool, timeout=self.config.tool_timeout, context=context)
+        result = await run_task(
+            ev,
+            tool,
+            timeout=self.config.tool_timeout,
+            context=context,
+            max_chars=self.config.max_result_chars,
+        )
         result.run_id = ev.run_id
         ctx.write_event_to_stream(result)
         return result
@@ -344,7 +379,7 @@ class LLMCompilerWorkflow(Workflow):
         :class:`RunError`).
         """
         state = await self._state(ctx)
-        if ev.run_id != state.run_id:
+        if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
         direct = self._return_direct(state, ev.round)
         if direct is not None:
@@ -492,7 +527,7 @@ def summarize(
         task = state.tasks[direct]
         results = {d: state.outcomes[d].output for d in task.deps}
         base = next(t for t in tasks if t.id == direct)
-        direct_summary = base.model_copy(update={"args": resolve(task.kwargs, results)})
+        direct_summary = base.model_copy(update={"args": resolve_kwargs(task.kwargs, results)})
     return RunSummary(
         answer=answer,
         dialect=dialect,

@@ -36,6 +36,8 @@ class PlannerContext:
         known_ids: Ids of earlier rounds' tasks, which new tasks may reference.
         taken_ids: Every id a new task may not reuse (tasks and join lines).
         max_tasks: Most tasks one plan may have.
+        max_plan_chars / max_plan_errors / max_line_chars / max_arg_depth: The parser's
+            bounds (see :class:`~llm_compiler.config.CompilerConfig`).
         constrained: Ask the server for constrained decoding (a grammar or a JSON
             schema) if the dialect has one.
     """
@@ -48,6 +50,10 @@ class PlannerContext:
     taken_ids: frozenset[int] = frozenset()
     max_tasks: int = 100
     constrained: bool = False
+    max_plan_chars: int = 200_000
+    max_plan_errors: int = 20
+    max_line_chars: int = 20_000
+    max_arg_depth: int = 20
 
 
 @runtime_checkable

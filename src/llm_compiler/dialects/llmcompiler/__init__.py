@@ -71,6 +71,10 @@ class LLMCompilerDialect:
             taken_ids=context.taken_ids,
             round=context.round,
             max_tasks=context.max_tasks,
+            max_plan_chars=context.max_plan_chars,
+            max_plan_errors=context.max_plan_errors,
+            max_line_chars=context.max_line_chars,
+            max_arg_depth=context.max_arg_depth,
         )
 
     def joiner_request(self, context: PromptContext) -> LLMRequest:

@@ -100,7 +100,7 @@ class PlannerInput:
         text = f"Question: {ctx.question}\n"
         if ctx.rounds:
             text += (
-                prompting.render_history(ctx.rounds)
+                prompting.render_history(ctx.rounds, ctx.max_history_chars)
                 + "\n"
                 + REPLAN_NOTE.format(next_id=self.context.next_id)
             )
