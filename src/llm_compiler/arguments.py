@@ -213,8 +213,8 @@ class _Converter:
             and isinstance(node.operand.value, (int, float))
             and not isinstance(node.operand.value, bool)
         ):
-            v = node.operand.value
-            return -v if isinstance(node.op, ast.USub) else v
+            number = node.operand.value
+            return -number if isinstance(node.op, ast.USub) else number
         if isinstance(node, ast.Name):
             if node.id in self.names:
                 return ref(self.names[node.id])
@@ -321,7 +321,7 @@ def parse_json_call(
     earlier: set[int],
     alias: dict[int, int] | None = None,
     written_id: int | None = None,
-) -> tuple[str, list, dict]:
+) -> tuple[str, list[Any], dict[str, Any]]:
     try:
         obj, _ = json.JSONDecoder().raw_decode(body)
     except json.JSONDecodeError as e:

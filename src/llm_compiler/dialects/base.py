@@ -58,21 +58,28 @@ class PlannerContext:
 
 @runtime_checkable
 class PlanStream(Protocol):
-    """A streaming plan parser: text deltas in, completed tasks out, never raising.
+    """A streaming plan parser: text in, completed tasks out, never raising.
 
-    Attributes:
-        done: No more tasks will come (the plan ended); the engine stops reading.
-        text: Everything fed so far.
-        thoughts: The planner's thoughts, in order.
-        errors: Plan-level problems (no join, too many tasks, reused ids ...).
-        join_id: The id of the plan's join marker, if it has one.
+    Read-only attributes (plain attributes or properties):
+    ``done`` (no more tasks will come; the engine stops reading), ``text`` (everything fed
+    so far), ``thoughts`` (the planner's thoughts), ``errors`` (plan-level problems: no
+    join, too many tasks, reused ids ...) and ``join_id`` (the join marker's id, if any).
     """
 
-    done: bool
-    text: str
-    thoughts: list[str]
-    errors: list[str]
-    join_id: int | None
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def thoughts(self) -> list[str]: ...
+
+    @property
+    def errors(self) -> list[str]: ...
+
+    @property
+    def join_id(self) -> int | None: ...
 
     def feed(self, delta: str) -> list[PlanTask]:
         """Add streamed text; return the tasks it completed."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from llm_compiler.arguments import (
     PlanLineError,
@@ -55,7 +56,12 @@ def parse_task_line(
     `written_id` are for a renumbered plan (see :class:`PlanParser`).
     """
     body = body.replace(END_OF_PLAN, "").strip()
-    base = {"id": task_id, "text": f"{task_id}. {body}", "round": round, "thought": thought}
+    base: dict[str, Any] = {
+        "id": task_id,
+        "text": f"{task_id}. {body}",
+        "round": round,
+        "thought": thought,
+    }
     try:
         task = _parse_call(task_id, body, set(earlier), alias, written_id, max_depth, base)
     except PlanLineError as e:
@@ -79,7 +85,7 @@ def _parse_call(
     alias: dict[int, int] | None,
     written_id: int | None,
     max_depth: int,
-    base: dict,
+    base: dict[str, Any],
 ) -> PlanTask:
     if _JOIN.match(body):
         return PlanTask(tool=JOIN_TOOL, **base)
