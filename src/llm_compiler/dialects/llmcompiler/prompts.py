@@ -73,9 +73,13 @@ class PlannerInput:
     def system(self) -> str:
         """The instructions, the tool list and the examples.
 
-        Examples never teach a tool the run does not have (small models copy them): the
-        built-in ones are shown only to runs with a ``search`` tool; other runs get an
-        example generated from their own first tool, two independent calls and a join.
+        Unconstrained, examples never teach a tool the run does not have (small models
+        copy them): the built-in ones are shown only to runs with a ``search`` tool, others
+        get an example generated from their own first tool (two independent calls and a
+        join). Under a grammar the model cannot call a tool it was not given, and the
+        built-in examples (real questions, realistic values) give better plans: on 20 BFCL
+        items the embedded model got 15 of 52 calls right with them, 6 with generated ones
+        (unconstrained: 0 and 2).
         """
         tools = self.context.tools
         text = prompting.preamble(self.context.prompt.system_prompt) + PLANNER_INSTRUCTIONS.format(
@@ -87,7 +91,7 @@ class PlannerInput:
         examples = self.examples
         if examples is None:
             names = {t.metadata.get_name() for t in tools}
-            if EXAMPLE_TOOL in names:
+            if EXAMPLE_TOOL in names or self.context.constrained:
                 examples, note = PLANNER_EXAMPLES, EXAMPLE_NOTE
             else:
                 examples, note = generated_example(tools), GENERATED_NOTE
