@@ -54,7 +54,7 @@ from llm_compiler.events import (
 )
 from llm_compiler.executor import run_task
 from llm_compiler.joiner import JoinerDecision
-from llm_compiler.plan import resolve_kwargs
+from llm_compiler.plan import PlanTask, resolve_kwargs
 from llm_compiler.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.prompting import PromptContext
 from llm_compiler.state import CompilerState, TaskOutcome, round_records
@@ -65,7 +65,7 @@ from llm_compiler.summary import (
     TaskStatus,
     TaskSummary,
 )
-from llm_compiler.tools import ToolLike, ToolSet, tool_map
+from llm_compiler.tools import ToolLike, ToolSet, tool_map, validate_arguments
 
 __all__ = ["MAX_PARALLEL_TOOLS", "LLMCompilerWorkflow"]
 
@@ -295,8 +295,13 @@ class LLMCompilerWorkflow(Workflow):
     async def schedule(
         self, ctx: Context[CompilerState], ev: PlanEvent | TaskResult
     ) -> TaskReady | TaskResult | JoinEvent | None:
-        """Admit tasks, settle results, dispatch what is ready; join when all settled."""
-        state = await ctx.store.get_state()
+        """Admit tasks, settle results, dispatch what is ready; join when all settled.
+
+        A ready task's resolved arguments are validated against the tool's schema here:
+        ``TaskReady.args`` are the validated ones, and a call that does not fit is an
+        error observation that never reaches the executor.
+        """
+        state = await self._state(ctx)
         if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
         sched = Scheduler(state, self.config.concurrency)
@@ -308,29 +313,21 @@ class LLMCompilerWorkflow(Workflow):
             sched.settle(ev.task_id, TaskOutcome.from_result(ev))
         state = sched.state
         await ctx.store.set_state(state)
-        now = time.time()
         for task, message, skipped in sched.out.failed:
-            publish(
-                ctx,
-                TaskResult(
-                    round=task.round,
-                    run_id=state.run_id,
-                    task_id=task.id,
-                    tool_name=task.tool,
-                    output=message,
-                    is_error=True,
-                    skipped=skipped,
-                    started_at=now,
-                    finished_at=now,
-                ),
-            )
+            publish(ctx, _not_run(task, state.run_id, message, skipped))
         for task, kwargs in sched.out.dispatch:
+            tool = state.toolset.get(task.tool) if state.toolset is not None else None
+            try:
+                args = kwargs if tool is None else validate_arguments(tool, kwargs)
+            except ValueError as e:
+                publish(ctx, _not_run(task, state.run_id, str(e), False))
+                continue
             ready = TaskReady(
                 round=task.round,
                 run_id=state.run_id,
                 task_id=task.id,
                 tool_name=task.tool,
-                args=kwargs,
+                args=args,
             )
             publish(ctx, ready)
         if isinstance(ev, PlanEvent) and not ev.complete:
@@ -486,6 +483,22 @@ class LLMCompilerWorkflow(Workflow):
             raw=summary.legacy_raw(),
             summary=summary,
         )
+
+
+def _not_run(task: PlanTask, run_id: str, message: str, skipped: bool) -> TaskResult:
+    """The observation of a task that cannot run (invalid, or an input failed)."""
+    now = time.time()
+    return TaskResult(
+        round=task.round,
+        run_id=run_id,
+        task_id=task.id,
+        tool_name=task.tool,
+        output=message,
+        is_error=True,
+        skipped=skipped,
+        started_at=now,
+        finished_at=now,
+    )
 
 
 def compiled(plan: PlanEvent) -> CompiledPlan:

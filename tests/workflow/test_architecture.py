@@ -252,11 +252,14 @@ async def test_arguments_that_do_not_fit_the_schema_are_never_dispatched():
         """Multiply."""
         return a * b
 
-    llm = ScriptedLLM(['1. multiply("x", 2)\n2. multiply(3, 2)\n3. join()', FINISH.format("6")])
-    _, events = await run(LLMCompilerWorkflow(tools=[multiply], llm=llm), user_msg="q")
+    plan = '1. multiply("x", 2)\n2. multiply("3", 2)\n3. search("q")\n4. multiply($3, 2)\n5. join()'
+    llm = ScriptedLLM([plan, FINISH.format("6")])
+    _, events = await run(LLMCompilerWorkflow(tools=[multiply, search], llm=llm), user_msg="q")
     from llm_compiler import TaskReady
 
-    assert [e.task_id for e in of(events, TaskReady)] == [2]  # task 1 never reached a tool
-    assert [e.args for e in of(events, TaskReady)] == [{"a": 3, "b": 2}]
-    bad = {r.task_id: r for r in of(events, TaskResult)}[1]
-    assert bad.is_error and "Invalid arguments for multiply: a:" in bad.output
+    ready = {e.task_id: e.args for e in of(events, TaskReady)}
+    assert ready == {2: {"a": 3.0, "b": 2.0}, 3: {"query": "q"}}  # validated (coerced) args
+    results = {r.task_id: r for r in of(events, TaskResult)}
+    assert results[1].is_error and "Invalid arguments for multiply: a:" in results[1].output
+    assert results[2].output == 6.0
+    assert results[4].is_error and "Invalid arguments for multiply: a:" in results[4].output
