@@ -17,10 +17,10 @@ from typing import Any, Literal
 from llama_index.core.agent.workflow import AgentStream
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import BaseMemory
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 from workflows.events import Event, HumanResponseEvent, InputRequiredEvent, StartEvent
 
-from llm_compiler.plan import PlanTask
+from llm_compiler.plan import PlanErrorKind, PlanTask, error_kind
 
 RunMode = Literal["run", "plan_only", "approve"]
 
@@ -68,6 +68,12 @@ class PlanEvent(_RunEvent):
     join_id: int | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def error_kinds(self) -> list[PlanErrorKind]:
+        """The kind of each plan-level error (``no_join``, ``too_many_tasks``, ...)."""
+        return [error_kind(e) for e in self.errors]
 
 
 class TaskReady(_RunEvent):
@@ -152,6 +158,12 @@ class CompiledPlan(BaseModel):
     text: str = ""
     thoughts: list[str] = Field(default_factory=list)
     join_id: int | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def error_kinds(self) -> list[PlanErrorKind]:
+        """The kind of each plan-level error."""
+        return [error_kind(e) for e in self.errors]
 
     @property
     def valid(self) -> bool:

@@ -13,10 +13,11 @@ Everything else is a plain literal (str, int, float, bool, None, list, dict).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 REF = "$ref"
 CONCAT = "$concat"
@@ -26,6 +27,51 @@ MARKERS = frozenset({REF, CONCAT, LIT})
 JOIN_TOOL = "join"
 #: Ends a plan in the text format (after its ``join()`` line).
 END_OF_PLAN = "<END_OF_PLAN>"
+
+
+PlanErrorKind = Literal[
+    "unknown_tool",
+    "bad_arguments",
+    "bad_reference",
+    "not_a_call",
+    "no_join",
+    "too_many_tasks",
+    "reused_id",
+    "empty_plan",
+    "too_large",
+    "other",
+]
+
+# Error messages are sentences pinned by tests; their kind is read from them in this one
+# place, so every dialect's parser and the engine's checks share one classification.
+_KINDS: list[tuple[re.Pattern[str], PlanErrorKind]] = [
+    (re.compile(r"^Unknown tool "), "unknown_tool"),
+    (
+        re.compile(
+            r"^Invalid arguments for |argument\(s\)|has no parameter |is missing required |"
+            r" got '[^']*' twice|^Star arguments"
+        ),
+        "bad_arguments",
+    ),
+    (re.compile(r"references? (itself|task)|not an earlier task|names no earlier"),
+     "bad_reference"),
+    (re.compile(r"did not end with join\(\)|cut off before its end"), "no_join"),
+    (re.compile(r"more than \d+ (tasks|calls)"), "too_many_tasks"),
+    (re.compile(r"reuses task id"), "reused_id"),
+    (re.compile(r"has no tasks"), "empty_plan"),
+    (re.compile(r"too (long|large|deep)|nested more than|more than \d+ (characters|errors)"),
+     "too_large"),
+    (re.compile(r"not of the form|not valid JSON|could not be read|not closed|has no \"tool\"|"
+                r"\bno tool\b"), "not_a_call"),
+]  # fmt: skip
+
+
+def error_kind(message: str) -> PlanErrorKind:
+    """The kind of a plan or line error, from its message."""
+    for pattern, kind in _KINDS:
+        if pattern.search(message):
+            return kind
+    return "other"
 
 
 class PlanTask(BaseModel):
@@ -54,6 +100,12 @@ class PlanTask(BaseModel):
     text: str = ""
     error: str | None = None
     round: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def error_kind(self) -> PlanErrorKind | None:
+        """What is wrong with the line, as a kind (see :func:`error_kind`); None if nothing."""
+        return None if self.error is None else error_kind(self.error)
 
     @property
     def is_join(self) -> bool:

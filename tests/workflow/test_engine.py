@@ -317,6 +317,20 @@ async def test_invalid_plan_lines_become_observations():
     assert res[9].output == "<fine>"
     final = next(e for e in of(events, PlanEvent) if e.complete)
     assert any("reuses task id 8" in e for e in final.errors)
+    kinds = {t.id: t.error_kind for t in final.tasks}
+    assert kinds == {
+        1: "unknown_tool",
+        2: "bad_arguments",
+        3: "bad_arguments",
+        4: "bad_arguments",
+        5: "bad_reference",
+        6: "bad_reference",
+        7: "not_a_call",
+        8: "bad_arguments",
+        9: None,
+    }
+    assert final.error_kinds == ["reused_id"]
+    assert final.model_dump(mode="json")["tasks"][0]["error_kind"] == "unknown_tool"  # on the wire
     assert "reuses task id 8" in llm.calls[1].prompt
     assert str(out) == "x"
 
@@ -328,6 +342,7 @@ async def test_empty_or_unterminated_plans_still_reach_the_joiner(plan):
     assert str(out) == "answered anyway"
     final = next(e for e in of(events, PlanEvent) if e.complete)
     assert "The plan did not end with join()." in final.errors
+    assert "no_join" in final.error_kinds
     assert "Plan error: The plan did not end with join()." in llm.calls[1].prompt
 
 
