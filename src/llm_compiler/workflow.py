@@ -54,17 +54,11 @@ from llm_compiler.events import (
 )
 from llm_compiler.executor import run_task
 from llm_compiler.joiner import JoinerDecision
-from llm_compiler.plan import PlanTask, resolve_kwargs
+from llm_compiler.plan import PlanTask
 from llm_compiler.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.prompting import PromptContext
 from llm_compiler.state import CompilerState, TaskOutcome, round_records
-from llm_compiler.summary import (
-    CompilerOutput,
-    RoundSummary,
-    RunSummary,
-    TaskStatus,
-    TaskSummary,
-)
+from llm_compiler.summary import CompilerOutput, summarize
 from llm_compiler.tools import ToolLike, ToolSet, tool_map, validate_arguments
 
 __all__ = ["MAX_PARALLEL_TOOLS", "LLMCompilerWorkflow"]
@@ -509,53 +503,4 @@ def compiled(plan: PlanEvent) -> CompiledPlan:
         text=plan.text,
         thoughts=plan.thoughts,
         join_id=plan.join_id,
-    )
-
-
-def summarize(
-    state: CompilerState, answer: str, dialect: str, direct: int | None = None
-) -> RunSummary:
-    """The typed summary of the run in `state`."""
-    tasks = []
-    for task in sorted(state.tasks.values(), key=lambda t: t.id):
-        outcome = state.outcomes.get(task.id)
-        status: TaskStatus = "not_run"
-        if outcome is not None:
-            status = "skipped" if outcome.skipped else "error" if outcome.is_error else "done"
-        tasks.append(
-            TaskSummary(
-                id=task.id,
-                round=task.round,
-                tool=task.tool,
-                args=task.kwargs,
-                deps=task.deps,
-                status=status,
-                output=None if outcome is None else outcome.output,
-                started_at=0.0 if outcome is None else outcome.started_at,
-                finished_at=0.0 if outcome is None else outcome.finished_at,
-            )
-        )
-    direct_summary = None
-    if direct is not None:
-        task = state.tasks[direct]
-        results = {d: state.outcomes[d].output for d in task.deps}
-        base = next(t for t in tasks if t.id == direct)
-        direct_summary = base.model_copy(update={"args": resolve_kwargs(task.kwargs, results)})
-    return RunSummary(
-        answer=answer,
-        dialect=dialect,
-        rounds=[
-            RoundSummary(
-                round=i,
-                task_ids=[t.id for t in state.round_tasks(i)],
-                errors=r.errors,
-                replan_reason=r.replan_reason,
-            )
-            for i, r in enumerate(state.rounds)
-        ],
-        replans=state.replans,
-        tasks=tasks,
-        return_direct=direct_summary,
-        prompt_tokens=state.prompt_tokens,
-        completion_tokens=state.completion_tokens,
     )
