@@ -87,9 +87,19 @@ async def start_server(app_factory: Callable[[], Any]) -> tuple[str, asyncio.Tas
     served = app_factory()
     sock = bound_socket("127.0.0.1", 0)
     ready = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(serve(served, "127.0.0.1", 0, sock=sock, on_ready=ready.set_result))
+    stop_event = asyncio.Event()
+    task = asyncio.create_task(
+        serve(served, "127.0.0.1", 0, sock=sock, on_ready=ready.set_result, stop=stop_event)
+    )
+    task.stop_event = stop_event  # type: ignore[attr-defined]
     url = await asyncio.wait_for(ready, 20)
     return url.rstrip("/"), task, served
+
+
+async def stop(task: asyncio.Task) -> None:
+    """Shut a server from :func:`start_server` down gracefully."""
+    task.stop_event.set()
+    await asyncio.wait_for(task, 20)
 
 
 @pytest.fixture
@@ -99,8 +109,7 @@ async def base_url(overlap) -> AsyncIterator[str]:
 
     url, task, _ = await start_server(lambda: build_app({"compiler": workflow(overlap)}))
     yield url
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    await stop(task)
 
 
 async def start_run(client: httpx.AsyncClient, question: str = "alpha and beta?") -> str:

@@ -9,7 +9,7 @@ import pytest
 
 from llm_compiler.serving import build_app, make_store
 
-from .conftest import ANSWER, Overlap, scripted, sse, start_run, start_server, workflow
+from .conftest import ANSWER, Overlap, scripted, sse, start_run, start_server, stop, workflow
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -117,8 +117,7 @@ async def test_cancel_stops_a_running_run(overlap):
             runs = (await c.get("/api/runs")).json()["runs"]
             assert runs[0]["handler_id"] == handler_id and runs[0]["status"] == "cancelled"
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await stop(task)
 
 
 async def test_ten_concurrent_runs_all_finish(base_url, overlap):
@@ -144,8 +143,7 @@ async def test_a_replan_is_a_new_round(overlap):
         async with client(url) as c:
             events = await sse(c, await start_run(c))
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await stop(task)
     values = dict(zip(types(events), [e["value"] for _, e in events], strict=False))
     assert values["ReplanEvent"] == {"round": 1, "reason": "Need more.", "thought": "Not enough."}
     rounds = {
@@ -218,8 +216,7 @@ async def test_a_sqlite_store_keeps_runs_across_restarts(tmp_path, overlap):
             handler_id = await start_run(c, "kept?")
             before = await sse(c, handler_id)
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await stop(task)
     url, task, _ = await start_server(
         lambda: build_app({"compiler": workflow(Overlap())}, store=make_store(spec))
     )
@@ -228,8 +225,7 @@ async def test_a_sqlite_store_keeps_runs_across_restarts(tmp_path, overlap):
             runs = (await c.get("/api/runs")).json()["runs"]
             after = await sse(c, handler_id)
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await stop(task)
     assert [(r["handler_id"], r["question"], r["status"]) for r in runs] == [
         (handler_id, "kept?", "completed")
     ]

@@ -1,4 +1,4 @@
-"""Serve compiler workflows over HTTP with a live plan-DAG page (``pip install llm-compiler[serve]``).
+"""Serve compiler workflows over HTTP with a live plan-DAG page (extra: ``serve``).
 
 Example::
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 from collections.abc import Callable
@@ -40,6 +41,7 @@ async def serve(
     *,
     on_ready: Callable[[str], None] | None = None,
     sock: socket.socket | None = None,
+    stop: asyncio.Event | None = None,
     **uvicorn_options: Any,
 ) -> None:
     """Serve until cancelled or interrupted (uvicorn handles Ctrl-C).
@@ -50,6 +52,7 @@ async def serve(
         port: TCP port (0: a free one; the URL passed to `on_ready` has the real one).
         on_ready: Called with the page's URL once the server listens.
         sock: An already bound socket (then `host` and `port` only name it).
+        stop: Set it to shut the server down gracefully.
         uvicorn_options: Passed to ``uvicorn.Config`` (e.g. ``log_level``).
     """
     import uvicorn
@@ -69,4 +72,16 @@ async def serve(
             on_ready(f"http://{shown}:{actual}/")
 
         server.startup = startup  # type: ignore[method-assign]
-    await server.serve(sockets=[sock])
+    if stop is None:
+        await server.serve(sockets=[sock])
+        return
+
+    async def stopper() -> None:
+        await stop.wait()
+        server.should_exit = True
+
+    watcher = asyncio.create_task(stopper())
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        watcher.cancel()
