@@ -1,8 +1,10 @@
 """Time to first task on the embedded model, with and without llama.cpp's prompt cache.
 
-``python -m benchmarks.first_task``: for each server option set, starts the embedded
-model, asks a warm-up question, then times (from ``run()`` to the first ``TaskReady``)
-further questions that share the planner's few-shot prefix but follow a joiner call.
+``python -m benchmarks.first_task`` (needs ``make install-local``): for each server
+option set, starts the embedded model, asks a warm-up question, then times further
+questions from ``run()`` to the first ``TaskReady``. Each later question's planner
+prompt shares the few-shot prefix with the earlier ones, but a joiner call comes between.
+Wall times depend on the machine's load: on a shared machine, compare runs made together.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ QUESTIONS = [
     "How much higher is Mount Everest than K2?",
     "What are the capitals of Japan and Nepal?",
     "How long is the Nile?",
+    "What is the population of Italy?",
 ]
 
 
@@ -55,7 +58,7 @@ async def main() -> int:
         times = await first_task_times(args)
         print(
             f"{label:16} time to first task (questions 2-{len(QUESTIONS)}): "
-            f"median {statistics.median(times):.2f} s, each {', '.join(f'{t:.2f}' for t in times)}"
+            f"median {statistics.median(times):.2f} s ({', '.join(f'{t:.2f}' for t in times)})"
         )
     return 0
 

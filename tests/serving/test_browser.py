@@ -110,3 +110,23 @@ async def test_two_tabs_follow_different_runs(browser, overlap):
         assert tabs[0].url != tabs[1].url
     finally:
         await stop(server)
+
+
+async def test_a_failed_run_shows_its_error(browser, overlap):
+    from llm_compiler import LLMCompilerWorkflow
+    from llm_compiler.testing import ScriptedLLM
+
+    from .conftest import combine
+
+    llm = ScriptedLLM([RuntimeError("model down")])
+    wf = LLMCompilerWorkflow(tools=[overlap.fetch, combine], llm=llm, timeout=30)
+    url, server, _ = await start_server(lambda: build_app({"compiler": wf}))
+    try:
+        page = await browser.new_page()
+        await page.goto(url + "/")
+        await page.click("#go")  # the sample question from /api/info
+        await page.wait_for_selector("#error:not([hidden])", timeout=15000)
+        assert "model down" in await page.text_content("#error")
+        assert await page.text_content("#status") == "Failed"
+    finally:
+        await stop(server)

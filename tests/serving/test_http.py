@@ -237,3 +237,22 @@ def test_unknown_store_is_a_configuration_error():
 
     with pytest.raises(ConfigurationError, match="Unknown store"):
         make_store("redis://x")
+
+
+async def test_the_llama_agents_client_rebuilds_typed_events(base_url):
+    from llama_agents.client import WorkflowClient
+    from llama_index.core.agent.workflow import AgentOutput
+
+    from llm_compiler import CompilerStream, JoinEvent, PlanEvent, TaskReady, TaskResult
+    from llm_compiler.mermaid import to_mermaid
+
+    registry = [PlanEvent, TaskReady, TaskResult, JoinEvent, CompilerStream]
+    client = WorkflowClient(base_url=base_url)
+    handler = await client.run_workflow_nowait("compiler", start_event={"user_msg": "a and b?"})
+    events = [
+        ev.load_event(registry) async for ev in client.get_workflow_events(handler.handler_id)
+    ]
+    results = [e for e in events if isinstance(e, TaskResult)]
+    assert sorted(r.task_id for r in results) == [1, 2, 3] and all(r.duration >= 0 for r in results)
+    assert str(AgentOutput.model_validate(events[-1].result)) == ANSWER  # the result is JSON
+    assert "t3 --> join0" in to_mermaid(events)

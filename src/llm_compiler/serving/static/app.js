@@ -277,7 +277,7 @@ class Run {
 
   fail(type, v) {
     this.finished = true;
-    const detail = (v && (v.exception_message || v.error || v.reason)) || type.replace(/Event$/, "");
+    const detail = (v && ((v.exception && v.exception.exception_message) || v.error)) || type.replace(/Event$/, "");
     $("error").textContent = detail;
     $("error").hidden = false;
     status(type.includes("Cancel") ? "Cancelled" : "Failed", "failed");
