@@ -130,3 +130,28 @@ async def test_a_failed_run_shows_its_error(browser, overlap):
         assert await page.text_content("#status") == "Failed"
     finally:
         await stop(server)
+
+
+async def test_a_replan_is_drawn_as_a_new_round_to_the_right(browser, overlap):
+    from .conftest import PLAN, scripted
+
+    replan = '5. combine("$3", "more")\n6. join()<END_OF_PLAN>'
+    llm = scripted([PLAN, replan], ["Thought: Not enough.\nAction: Replan(Need more.)"])
+    url, server, _ = await start_server(lambda: build_app({"compiler": workflow(overlap, llm)}))
+    try:
+        page = await browser.new_page(viewport={"width": 1400, "height": 900})
+        await page.goto(url + "/")
+        await page.click("#go")
+        await page.wait_for_selector("#answer:not([hidden])", timeout=15000)
+        labels = await page.locator("#dag .round-label").all_text_contents()
+        assert labels == ["Round 0", "Round 1"]
+        assert await page.locator("#dag .node.join").count() == 2
+        x = await page.evaluate(
+            """() => Object.fromEntries([...document.querySelectorAll('#dag .node')].map(
+                (g, i) => [g.dataset.task || 'join' + i, g.transform.baseVal[0].matrix.e]))"""
+        )
+        joins = sorted(v for k, v in x.items() if k.startswith("join"))
+        assert x["3"] < joins[0] < x["5"] < joins[1]  # round 1 sits right of round 0's join
+        assert "Replan: Need more." in await page.text_content("#rounds")
+    finally:
+        await stop(server)
