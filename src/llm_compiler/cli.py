@@ -7,12 +7,15 @@ import asyncio
 import importlib
 import sys
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from typing import Any
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any, cast
 
 from workflows import Workflow
 
 from llm_compiler.errors import ConfigurationError, LLMCompilerError
+
+if TYPE_CHECKING:
+    from llama_index.core.llms import LLM
 
 COMPILER, TEAM = "compiler", "team"
 
@@ -55,14 +58,18 @@ async def demo_workflows() -> AsyncIterator[tuple[dict[str, Workflow], str]]:
     from llm_compiler.llms import resolve_llm
     from llm_compiler.local import LocalLLMServer, local_llm
     from llm_compiler.serving.kv import PROMPT_CACHE_ARGS
+    from llm_compiler.tools import ToolLike
     from llm_compiler.workflow import LLMCompilerWorkflow
 
     resolved = resolve_llm()
-    server = LocalLLMServer(extra_args=PROMPT_CACHE_ARGS) if resolved.source == "local" else None
-    async with server or resolved as started:
-        llm = local_llm(started) if server is not None else started
+    async with AsyncExitStack() as stack:
+        if resolved.source == "local":  # the embedded model, with its prompt cache
+            server = LocalLLMServer(extra_args=PROMPT_CACHE_ARGS)
+            llm: LLM = local_llm(await stack.enter_async_context(server))
+        else:
+            llm = await stack.enter_async_context(resolved)
         workflow = LLMCompilerWorkflow(
-            tools=demo_tools.TOOLS,
+            tools=cast("list[ToolLike]", demo_tools.TOOLS),
             llm=llm,
             max_replans=1,
             tool_timeout=10,

@@ -87,7 +87,7 @@ class AGUITranslator:
     def _patch(self, *ops: dict[str, Any]) -> list[BaseEvent]:
         from ag_ui.core import StateDeltaEvent
 
-        return [StateDeltaEvent(delta=list(ops))]
+        return [StateDeltaEvent(delta=list(ops))]  # type: ignore[arg-type]  # plain JSON Patch
 
     def _plan(self, ev: PlanEvent) -> list[BaseEvent]:
         ops = []
