@@ -73,13 +73,17 @@ async def first_task_times(extra_args: list[str]) -> tuple[list[float], list[flo
     return times, cpu
 
 
+def _join(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
 async def main() -> int:
     for label, args in (("no prompt cache", []), ("prompt cache", PROMPT_CACHE_ARGS)):
         times, cpu = await first_task_times(args)
         print(
             f"{label:16} to first task (questions 2-{len(QUESTIONS)}): "
-            f"wall median {statistics.median(times):.2f} s ({', '.join(f'{t:.2f}' for t in times)}); "
-            f"server CPU median {statistics.median(cpu):.2f} s ({', '.join(f'{t:.2f}' for t in cpu)})"
+            f"wall median {statistics.median(times):.2f} s ({_join(times)}); "
+            f"server CPU median {statistics.median(cpu):.2f} s ({_join(cpu)})"
         )
     return 0
 
