@@ -127,6 +127,7 @@ class Run {
     el("text", { x: 10, y: 18, class: "title" }, task.g, `${t.id} · ${short(t.tool, 18)}`);
     el("text", { x: 10, y: 35, class: "args" }, task.g, short(argsText(t), 27));
     task.g.addEventListener("click", () => this.show(task.id));
+    task.g.addEventListener("keydown", (e) => e.key === "Enter" && this.show(task.id));
     this.resize();
   }
 
@@ -161,8 +162,8 @@ class Run {
   setState(task, state) {
     if (task.state === "running") this.running -= 1;
     if (state === "running") this.running += 1;
+    task.g.classList.replace(task.state, state);
     task.state = state;
-    task.g.setAttribute("class", `node ${state}${task.critical ? " critical" : ""}`);
     this.peak = Math.max(this.peak, this.running);
     $("dag").dataset.peakRunning = this.peak;
   }
@@ -241,6 +242,8 @@ class Run {
       if (v === null || v === undefined || v === "") continue;
       body.append(html("dt", {}, k), html("dd", {}, String(v)));
     }
+    for (const g of this.nodes.querySelectorAll(".selected")) g.classList.remove("selected");
+    t.g.classList.add("selected");
     $("d-title").textContent = `${t.id} · ${t.tool}`;
     $("details").hidden = false;
     $("details").dataset.task = id;
