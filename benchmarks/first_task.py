@@ -1,21 +1,19 @@
 """Time to first task on the embedded model, with and without llama.cpp's prompt cache.
 
-``python -m benchmarks.first_task`` (needs ``make install-local``): for each server
-option set, starts the embedded model, asks a warm-up question, then times further
-questions from ``run()`` to the first ``TaskReady``. Each later question's planner
-prompt shares the few-shot prefix with the earlier ones, but a joiner call comes between.
-Wall times depend on the machine's load; the llama.cpp server's CPU seconds until the
-first task (read from /proc, Linux) depend on it much less.
+``python -m benchmarks.first_task`` (needs ``make install-local``) starts two embedded
+model servers, one with :data:`~llm_compiler.serving.kv.PROMPT_CACHE_ARGS`, warms both
+with one question, then asks each the same later questions, alternating which goes first
+so both see the same machine load. Each later planner prompt shares the few-shot prefix
+with the earlier ones, but a joiner call came between. Time to first task runs from
+``run()`` to the first ``TaskReady``; decoding is greedy, so both write the same plans.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from llm_compiler import LLMCompilerWorkflow, TaskReady, demo_tools
 from llm_compiler.local import LocalLLMServer, local_llm
@@ -27,63 +25,48 @@ QUESTIONS = [
     "What are the capitals of Japan and Nepal?",
     "How long is the Nile?",
     "What is the population of Italy?",
+    "How far is Mars from the Sun?",
 ]
 
 
-def server_cpu() -> float:
-    """CPU seconds used so far by this process's llama.cpp server children (0 if unknown)."""
-    total = 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        fields = text.rsplit(")", 1)[1].split()
-        if int(fields[1]) == os.getpid() and b"_llama_server" in cmdline:
-            total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
+def compiler(server: LocalLLMServer) -> LLMCompilerWorkflow:
+    return LLMCompilerWorkflow(
+        tools=demo_tools.TOOLS,
+        llm=local_llm(server),
+        max_replans=0,
+        planner_examples=demo_tools.PLANNER_EXAMPLES,
+        joiner_examples=demo_tools.JOINER_EXAMPLES,
+        timeout=600,
+    )
 
 
-async def first_task_times(extra_args: list[str]) -> tuple[list[float], list[float]]:
-    """Wall and server CPU seconds to the first task, per question after the warm-up."""
-    server = LocalLLMServer(extra_args=extra_args)
-    times, cpu = [], []
-    async with server:
-        wf = LLMCompilerWorkflow(
-            tools=demo_tools.TOOLS,
-            llm=local_llm(server),
-            max_replans=0,
-            planner_examples=demo_tools.PLANNER_EXAMPLES,
-            joiner_examples=demo_tools.JOINER_EXAMPLES,
-            timeout=300,
-        )
-        for i, question in enumerate(QUESTIONS):
-            start, start_cpu = time.perf_counter(), server_cpu()
-            handler = wf.run(user_msg=question)
-            first = first_cpu = None
-            async for ev in handler.stream_events():
-                if first is None and isinstance(ev, TaskReady):
-                    first, first_cpu = time.perf_counter() - start, server_cpu() - start_cpu
-            await handler
-            if i and first is not None and first_cpu is not None:
-                times.append(first)
-                cpu.append(first_cpu)
-    return times, cpu
-
-
-def _join(values: list[float]) -> str:
-    return ", ".join(f"{v:.2f}" for v in values)
+async def first_task(wf: LLMCompilerWorkflow, question: str) -> float | None:
+    """Seconds from ``run()`` to the first task (None if no task ran); runs to the end."""
+    start = time.perf_counter()
+    handler = wf.run(user_msg=question)
+    first = None
+    async for ev in handler.stream_events():
+        if first is None and isinstance(ev, TaskReady):
+            first = time.perf_counter() - start
+    await handler
+    return first
 
 
 async def main() -> int:
-    for label, args in (("no prompt cache", []), ("prompt cache", PROMPT_CACHE_ARGS)):
-        times, cpu = await first_task_times(args)
+    plain, cached = LocalLLMServer(), LocalLLMServer(extra_args=PROMPT_CACHE_ARGS)
+    times: dict[str, list[float]] = {"no prompt cache": [], "prompt cache": []}
+    async with plain, cached:
+        systems = {"no prompt cache": compiler(plain), "prompt cache": compiler(cached)}
+        for i, question in enumerate(QUESTIONS):
+            order = list(systems) if i % 2 else list(reversed(systems))
+            results = {name: await first_task(systems[name], question) for name in order}
+            if i and all(t is not None for t in results.values()):  # question 0 warms up
+                for name, t in results.items():
+                    times[name].append(t)  # type: ignore[arg-type]
+    for name, values in times.items():
         print(
-            f"{label:16} to first task (questions 2-{len(QUESTIONS)}): "
-            f"wall median {statistics.median(times):.2f} s ({_join(times)}); "
-            f"server CPU median {statistics.median(cpu):.2f} s ({_join(cpu)})"
+            f"{name:16} time to first task, questions 2-{len(QUESTIONS)}: median "
+            f"{statistics.median(values):.2f} s ({', '.join(f'{v:.2f}' for v in values)})"
         )
     return 0
 

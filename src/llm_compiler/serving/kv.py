@@ -15,10 +15,11 @@ for about 5 % slower cold prompts.
 
 from __future__ import annotations
 
-#: ``LocalLLMServer(extra_args=...)`` options: a 256 MB RAM prompt cache, n_batch 64.
+#: ``LocalLLMServer(extra_args=...)`` options: RAM prompt cache, n_batch 64. The cache counts
+#: 64 MB of llama.cpp state (about 6 entries); each entry also holds 64 MB of logits.
 PROMPT_CACHE_ARGS = [
     "--n_batch", "64",
     "--cache", "True",
     "--cache_type", "ram",
-    "--cache_size", str(256 << 20),
+    "--cache_size", str(64 << 20),
 ]  # fmt: skip
