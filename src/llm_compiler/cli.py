@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import os
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -61,6 +62,8 @@ async def demo_workflows() -> AsyncIterator[tuple[dict[str, Workflow], str]]:
     from llm_compiler.tools import ToolLike
     from llm_compiler.workflow import LLMCompilerWorkflow
 
+    # As in `make demo`: lookups take as long as a web request would, so the overlap shows.
+    demo_tools.LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "1.5"))
     resolved = resolve_llm()
     async with AsyncExitStack() as stack:
         if resolved.source == "local":  # the embedded model, with its prompt cache
@@ -89,7 +92,8 @@ async def run_server(args: argparse.Namespace) -> None:
     if not is_loopback(args.host):
         print(f"WARNING: serving on {args.host}: anyone who can reach it can run tools.")  # noqa: T201
     if args.workflow:
-        workflows, model = load_workflows(args.workflow), args.workflow
+        workflows = load_workflows(args.workflow)
+        model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
         served = build_app(workflows, store=store, info={"model": model})
         await serve(served, args.host, args.port, on_ready=_announce)
         return
@@ -97,6 +101,15 @@ async def run_server(args: argparse.Namespace) -> None:
     async with demo_workflows() as (workflows, model):
         served = build_app(workflows, store=store, info={"model": model})
         await serve(served, args.host, args.port, on_ready=_announce)
+
+
+def _model_name(workflow: Workflow) -> str:
+    """The model a workflow's LLM names (a compiler's planner and joiner model), if any."""
+    llm = getattr(workflow, "llm", None)
+    try:
+        return str(llm.metadata.model_name) if llm is not None else type(workflow).__name__
+    except Exception:  # an LLM without metadata still serves; the page shows its class
+        return type(llm).__name__
 
 
 def _announce(url: str) -> None:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 STATIC = Path(__file__).with_name("static")
 #: The name the compiler workflow is served under.
 COMPILER = "compiler"
-DEMO_QUESTION = "How much higher is Mount Everest than K2, and what is the capital of Nepal?"
+DEMO_QUESTION = "What are the capitals of France and Japan?"
 
 
 @dataclass

@@ -166,6 +166,17 @@ class Run {
     task.state = state;
     this.peak = Math.max(this.peak, this.running);
     $("dag").dataset.peakRunning = this.peak;
+    if (this.running > 0 && !this.ticking) this.tick(0);
+  }
+
+  // While tasks run, their timeline bars grow (redrawn every 100 ms, only while visible).
+  tick(last) {
+    this.ticking = this.running > 0 && !this.finished && page.run === this;
+    if (!this.ticking) return;
+    requestAnimationFrame((t) => {
+      if (t - last >= 100) this.gantt();
+      this.tick(t - last >= 100 ? t : last);
+    });
   }
 
   ready(v) {
@@ -372,7 +383,10 @@ async function loadRuns() {
 
 async function init() {
   const info = await (await fetch("/api/info")).json();
-  $("question").value = info.question || "";
+  const question = $("question");
+  if (info.question) question.placeholder = `e.g. ${info.question}`;
+  // The sample question, unless the user has started typing while this loaded.
+  if (!question.value && document.activeElement !== question) question.value = info.question || "";
   $("model").textContent = info.model ? `model: ${info.model}` : "";
   if (info.workflows.length > 1) {
     $("workflow").hidden = false;
