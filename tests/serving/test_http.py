@@ -256,3 +256,34 @@ async def test_the_llama_agents_client_rebuilds_typed_events(base_url):
     assert sorted(r.task_id for r in results) == [1, 2, 3] and all(r.duration >= 0 for r in results)
     assert str(AgentOutput.model_validate(events[-1].result)) == ANSWER  # the result is JSON
     assert "t3 --> join0" in to_mermaid(events)
+
+
+async def test_a_team_is_served_with_the_compiler_events(overlap):
+    from llama_index.core.agent.workflow import AgentWorkflow
+
+    from llm_compiler import LLMCompilerAgent
+
+    from .conftest import combine
+
+    agent = LLMCompilerAgent(
+        name="researcher",
+        description="Looks things up in parallel.",
+        tools=[overlap.fetch, combine],
+        llm=scripted(),
+    )
+    team = AgentWorkflow(agents=[agent], timeout=60)
+    url, task, _ = await start_server(lambda: build_app({"team": team}))
+    try:
+        async with client(url) as c:
+            r = await c.post("/workflows/team/run-nowait", json={"start_event": {"user_msg": "q?"}})
+            assert r.status_code == 200, r.text
+            events = await sse(c, r.json()["handler_id"])
+            runs = (await c.get("/api/runs")).json()["runs"]
+            info = (await c.get("/api/info")).json()
+    finally:
+        await stop(task)
+    kinds = types(events)
+    assert kinds.count("TaskResult") == 3 and "PlanEvent" in kinds and kinds[-1] == "StopEvent"
+    assert answer_of(events[-1][1]) == ANSWER
+    assert runs[0]["workflow"] == "team" and runs[0]["question"] is None
+    assert info["default"] == "team"

@@ -83,7 +83,8 @@ def build_app(
     """Build the app serving `workflows` (name -> workflow) with the live page.
 
     Args:
-        workflows: Registered under their names (``compiler`` is the page's default).
+        workflows: Registered under their names (``compiler`` is the page's default); an
+            ``AgentWorkflow`` team is served through :class:`~llm_compiler.serving.team.ServedTeam`.
         store: Where runs and their events are kept (memory when None).
         info: Extra fields for ``/api/info`` (e.g. ``model``, ``question``).
         max_body: Largest request body in bytes.
@@ -94,6 +95,13 @@ def build_app(
 
     if not workflows:
         raise ConfigurationError("Give at least one workflow to serve.")
+    from llama_index.core.agent.workflow import AgentWorkflow
+
+    from llm_compiler.serving.team import ServedTeam
+
+    workflows = {
+        n: ServedTeam(w) if isinstance(w, AgentWorkflow) else w for n, w in workflows.items()
+    }
     store = store or MemoryWorkflowStore()
     # Only a compiler run's state is a CompilerState (the question is read from it).
     compilers = {n for n, w in workflows.items() if isinstance(w, LLMCompilerWorkflow)}
