@@ -69,3 +69,11 @@ def test_the_command_serves_the_page_until_interrupted():
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0
+
+
+def test_a_missing_serve_extra_is_a_clear_install_hint(monkeypatch):
+    import llm_compiler.serving as serving
+
+    monkeypatch.setattr(serving, "_find", lambda module: None)
+    with pytest.raises(ConfigurationError, match=r"pip install 'llm-compiler\[serve\]'"):
+        serving.build_app  # noqa: B018 (the attribute access is the import)
