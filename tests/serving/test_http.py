@@ -285,5 +285,16 @@ async def test_a_team_is_served_with_the_compiler_events(overlap):
     kinds = types(events)
     assert kinds.count("TaskResult") == 3 and "PlanEvent" in kinds and kinds[-1] == "StopEvent"
     assert answer_of(events[-1][1]) == ANSWER
-    assert runs[0]["workflow"] == "team" and runs[0]["question"] is None
+    assert runs[0]["workflow"] == "team" and runs[0]["question"] == "q?"
     assert info["default"] == "team"
+
+
+async def test_a_run_is_exported_as_mermaid(base_url):
+    async with client(base_url) as c:
+        handler_id = await start_run(c)
+        await sse(c, handler_id)
+        chart = await c.get(f"/api/runs/{handler_id}/mermaid")
+        missing = await c.get("/api/runs/nope/mermaid")
+    assert chart.status_code == 200 and chart.headers["content-type"].startswith("text/plain")
+    assert chart.text.startswith("flowchart LR") and "  t3 --> join0" in chart.text
+    assert missing.status_code == 404

@@ -2,8 +2,9 @@
 
 Everything is one Starlette app (the workflow server's own, so its lifespan, CORS and
 error handlers apply): the server's built-in UI, which loads from a CDN, is replaced by
-the page in ``static/``; ``/api/info`` tells the page what is served; ``/agui/{name}``
-speaks AG-UI. A :class:`~llm_compiler.serving.guard.RequestGuard` wraps it all.
+the page in ``static/``; ``/api/info`` tells the page what is served, ``/api/runs``
+lists runs with their questions, ``/api/runs/{handler_id}/mermaid`` draws one;
+``/agui/{name}`` speaks AG-UI. A :class:`~llm_compiler.serving.guard.RequestGuard` wraps it all.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from workflows import Workflow
 
 from llm_compiler.errors import ConfigurationError
+from llm_compiler.mermaid import to_mermaid
 from llm_compiler.serving.guard import MAX_BODY_BYTES, ASGIApp, RequestGuard
 from llm_compiler.state import CompilerState
 from llm_compiler.workflow import LLMCompilerWorkflow
@@ -124,10 +126,17 @@ def build_app(
     async def api_runs(request: Request) -> Response:
         return JSONResponse({"runs": await recent_runs(store, list(workflows), compilers)})
 
+    async def api_mermaid(request: Request) -> Response:
+        chart = await run_mermaid(store, request.path_params["handler_id"])
+        if chart is None:
+            return JSONResponse({"detail": "Run not found."}, status_code=404)
+        return PlainTextResponse(chart, headers={"cache-control": "no-cache"})
+
     routes: list[BaseRoute] = [
         Route("/", index, methods=["GET"]),
         Route("/api/info", api_info, methods=["GET"]),
         Route("/api/runs", api_runs, methods=["GET"]),
+        Route("/api/runs/{handler_id}/mermaid", api_mermaid, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="page"),
         agui_route(workflows),
     ]
@@ -155,21 +164,34 @@ async def recent_runs(
                 "status": h.status,
                 "started_at": h.started_at.isoformat() if h.started_at else None,
                 "completed_at": h.completed_at.isoformat() if h.completed_at else None,
-                "question": (
-                    await _question(store, h.run_id) if h.workflow_name in compilers else None
-                ),
+                "question": await _question(store, h.run_id, h.workflow_name in compilers),
                 "error": h.error,
             }
         )
     return runs
 
 
-async def _question(store: AbstractWorkflowStore, run_id: str | None) -> str | None:
-    """The run's question from its CompilerState (None for other workflows' state)."""
+async def _question(store: AbstractWorkflowStore, run_id: str | None, compiler: bool) -> str | None:
+    """The run's question: a compiler's CompilerState, or a served team's ``question`` key."""
     if run_id is None:
         return None
     try:
-        state = await store.create_state_store(run_id, CompilerState).get_state()
-    except Exception:  # another workflow's state, or none saved yet: no question shown
+        if compiler:
+            state = await store.create_state_store(run_id, CompilerState).get_state()
+            question = getattr(state, "question", None)
+        else:
+            question = await store.create_state_store(run_id).get("question", None)
+    except Exception:  # a state without a question, or none saved yet: none shown
         return None
-    return getattr(state, "question", None) or None
+    return str(question) if question else None
+
+
+async def run_mermaid(store: AbstractWorkflowStore, handler_id: str) -> str | None:
+    """The Mermaid chart of a stored run (None if there is no such run)."""
+    from llama_agents.server import HandlerQuery
+
+    found = await store.query(HandlerQuery(handler_id_in=[handler_id]))
+    if not found or found[0].run_id is None:
+        return None
+    events = await store.query_events(found[0].run_id)
+    return to_mermaid(e.event.model_dump(mode="json") for e in events)

@@ -43,6 +43,10 @@ class ServedTeam(Workflow):
     @step
     async def answer(self, ctx: Context, ev: CompilerStartEvent) -> StopEvent:
         """Run the team on the question; forward its compiler events; return its output."""
+        question = (
+            ev.user_msg if isinstance(ev.user_msg, str) else getattr(ev.user_msg, "content", "")
+        )
+        await ctx.store.set("question", question or "")  # for the page's run list
         handler = self.team.run(user_msg=ev.user_msg, chat_history=ev.chat_history)
         try:
             async for inner in handler.stream_events():

@@ -71,6 +71,8 @@ class Run {
     $("rounds").replaceChildren();
     $("gantt").replaceChildren();
     for (const id of ["answer", "error", "details"]) $(id).hidden = true;
+    $("mermaid").href = `/api/runs/${encodeURIComponent(id)}/mermaid`;
+    $("mermaid").hidden = false;
     $("peak").textContent = "";
     this.resize();
   }
