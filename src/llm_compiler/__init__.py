@@ -17,6 +17,7 @@ from llm_compiler.events import (
     TaskReady,
     TaskResult,
 )
+from llm_compiler.mermaid import to_mermaid
 from llm_compiler.plan import PlanTask
 from llm_compiler.state import CompilerState
 from llm_compiler.summary import CompilerOutput, RunSummary, TaskSummary
@@ -49,4 +50,5 @@ __all__ = [
     "TaskReady",
     "TaskResult",
     "TaskSummary",
+    "to_mermaid",
 ]

@@ -1,0 +1,155 @@
+"""The ``llm-compiler`` command: ``llm-compiler serve`` runs the HTTP server and live page."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any, cast
+
+from workflows import Workflow
+
+from llm_compiler.errors import ConfigurationError, LLMCompilerError
+
+if TYPE_CHECKING:
+    from llama_index.core.llms import LLM
+
+COMPILER, TEAM = "compiler", "team"
+
+
+def load_workflows(spec: str) -> dict[str, Workflow]:
+    """Workflows from ``module:attr``: a workflow, a team, a dict of them, or a factory.
+
+    An ``LLMCompilerWorkflow`` is served as ``compiler``, any other workflow (e.g. an
+    ``AgentWorkflow`` team of ``LLMCompilerAgent``) as ``team``.
+
+    Raises:
+        ConfigurationError: The spec is malformed, cannot be imported or is no workflow.
+    """
+    from llm_compiler.workflow import LLMCompilerWorkflow
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(f"--workflow takes module:attr, got {spec!r}.")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigurationError(f"Cannot import {module_name!r}: {e}") from None
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ConfigurationError(f"{module_name!r} has no attribute {attr!r}.")
+        target = getattr(target, part)
+    if callable(target) and not isinstance(target, Workflow):
+        target = target()
+    if isinstance(target, Workflow):
+        target = {COMPILER if isinstance(target, LLMCompilerWorkflow) else TEAM: target}
+    if not isinstance(target, Mapping) or not all(isinstance(w, Workflow) for w in target.values()):
+        raise ConfigurationError(f"{spec} is not a workflow, a dict of workflows or a factory.")
+    return dict(target)
+
+
+@asynccontextmanager
+async def demo_workflows() -> AsyncIterator[tuple[dict[str, Workflow], str]]:
+    """The demo tools on the model ``resolve_llm()`` picks; the embedded one with a prompt cache."""
+    from llm_compiler import demo_tools
+    from llm_compiler.llms import resolve_llm
+    from llm_compiler.local import LocalLLMServer, local_llm
+    from llm_compiler.serving.kv import PROMPT_CACHE_ARGS
+    from llm_compiler.tools import ToolLike
+    from llm_compiler.workflow import LLMCompilerWorkflow
+
+    # As in `make demo`: lookups take as long as a web request would, so the overlap shows.
+    demo_tools.LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "1.5"))
+    resolved = resolve_llm()
+    async with AsyncExitStack() as stack:
+        if resolved.source == "local":  # the embedded model, with its prompt cache
+            server = LocalLLMServer(extra_args=PROMPT_CACHE_ARGS)
+            llm: LLM = local_llm(await stack.enter_async_context(server))
+        else:
+            llm = await stack.enter_async_context(resolved)
+        workflow = LLMCompilerWorkflow(
+            tools=cast("list[ToolLike]", demo_tools.TOOLS),
+            llm=llm,
+            max_replans=1,
+            tool_timeout=10,
+            planner_examples=demo_tools.PLANNER_EXAMPLES,
+            joiner_examples=demo_tools.JOINER_EXAMPLES,
+            timeout=600,
+        )
+        yield {COMPILER: workflow}, resolved.description
+
+
+async def run_server(args: argparse.Namespace) -> None:
+    """Build the app for `args` and serve it until interrupted."""
+    from llm_compiler.serving import build_app, make_store, serve
+    from llm_compiler.serving.server import is_loopback
+
+    store = make_store(args.store)
+    if not is_loopback(args.host):
+        print(f"WARNING: serving on {args.host}: anyone who can reach it can run tools.")  # noqa: T201
+    if args.workflow:
+        workflows = load_workflows(args.workflow)
+        model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
+        served = build_app(workflows, store=store, info={"model": model})
+        await serve(served, args.host, args.port, on_ready=_announce)
+        return
+    print("Starting the model…", flush=True)  # noqa: T201
+    async with demo_workflows() as (workflows, model):
+        served = build_app(workflows, store=store, info={"model": model})
+        await serve(served, args.host, args.port, on_ready=_announce)
+
+
+def _model_name(workflow: Workflow) -> str:
+    """The model a workflow's LLM names (a compiler's planner and joiner model), if any."""
+    llm = getattr(workflow, "llm", None)
+    try:
+        return str(llm.metadata.model_name) if llm is not None else type(workflow).__name__
+    except Exception:  # an LLM without metadata still serves; the page shows its class
+        return type(llm).__name__
+
+
+def _announce(url: str) -> None:
+    print(f"Serving the live plan page at {url}  (Ctrl-C to stop)", flush=True)  # noqa: T201
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command-line parser."""
+    top = argparse.ArgumentParser(prog="llm-compiler", description=__doc__)
+    commands = top.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve workflows over HTTP with a live plan page")
+    serve.add_argument("--host", default="127.0.0.1", help="bind address (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8000, help="TCP port (default: %(default)s)")
+    serve.add_argument(
+        "--workflow",
+        metavar="MODULE:ATTR",
+        help="your LLMCompilerWorkflow, LLMCompilerAgent team, dict of them or a factory "
+        "(default: the demo tools on the model resolve_llm() picks)",
+    )
+    serve.add_argument(
+        "--store",
+        default="memory",
+        help="where runs are kept: memory, sqlite:///path.db or postgresql://... "
+        "(default: %(default)s)",
+    )
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``llm-compiler`` console script."""
+    args = parser().parse_args(argv)
+    try:
+        asyncio.run(run_server(args))
+    except KeyboardInterrupt:
+        return 0
+    except (LLMCompilerError, OSError) as e:
+        print(f"error: {getattr(e, 'message', None) or e}", file=sys.stderr)  # noqa: T201
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

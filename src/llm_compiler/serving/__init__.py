@@ -1,0 +1,59 @@
+"""Serve compiler workflows over HTTP with a live plan-DAG page (extra: ``serve``).
+
+Example::
+
+    from llm_compiler.serving import build_app, serve
+
+    served = build_app({"compiler": LLMCompilerWorkflow(tools=[...], llm=llm)})
+    await serve(served, host="127.0.0.1", port=8000)   # or uvicorn.run(served.app)
+
+Routes: the page at ``/``, ``/api/info``, ``/agui/{name}`` and llama-agents-server's
+workflow API (``/workflows/{name}/run-nowait``, ``/events/{handler_id}``, ``/handlers``, ...).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+from llm_compiler.errors import ConfigurationError
+
+_NEEDED = {"llama_agents.server": "llama-agents-server", "ag_ui": "ag-ui-protocol"}
+
+
+def _check_installed() -> None:
+    missing = [dist for mod, dist in _NEEDED.items() if _find(mod) is None]
+    if missing:
+        raise ConfigurationError(
+            f"Serving needs {', '.join(missing)}: pip install 'llm-compiler[serve]'"
+        )
+
+
+def _find(module: str) -> object:
+    try:
+        return importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        return None
+
+
+_EXPORTS = {
+    "COMPILER": "app",
+    "DEMO_QUESTION": "app",
+    "ServedApp": "app",
+    "build_app": "app",
+    "make_store": "app",
+    "serve": "server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the serving API on first use, after checking the ``serve`` extra is there."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    _check_installed()
+    module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
+    return getattr(module, name)
+
+
+__all__ = list(_EXPORTS)

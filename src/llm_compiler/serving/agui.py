@@ -1,0 +1,281 @@
+"""AG-UI: a compiler run as an AG-UI event stream, for chat front-ends (CopilotKit, ...).
+
+``POST /agui/{name}`` takes a ``RunAgentInput`` (the last user message is the question)
+and streams AG-UI events over SSE: ``RUN_STARTED``; the DAG as ``STATE_SNAPSHOT`` then
+JSON-Patch ``STATE_DELTA``s; per task ``TOOL_CALL_START``/``ARGS``/``END`` when it starts
+and ``TOOL_CALL_RESULT`` when it settles; the joiner's tokens as a reasoning message;
+the answer as a text message; ``RUN_FINISHED`` (or ``RUN_ERROR``).
+
+The adapter is written on ``ag-ui-protocol`` (types and encoder) rather than
+``llama-index-protocols-ag-ui``: that package's router only forwards its own wrapper
+events (a compiler run would show nothing) and needs fastapi.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from workflows import Workflow
+from workflows.events import StopEvent
+
+from llm_compiler.events import CompilerStream, PlanEvent, ReplanEvent, TaskReady, TaskResult
+from llm_compiler.serving.guard import BadRequest, parse_json_object
+
+if TYPE_CHECKING:
+    from ag_ui.core import BaseEvent
+
+_MAX_RESULT_CHARS = 4000
+
+
+class AGUITranslator:
+    """Turns one run's compiler events into AG-UI events (pure; no I/O).
+
+    Args:
+        thread_id: The AG-UI thread.
+        run_id: The AG-UI run (also prefixes tool call and message ids).
+    """
+
+    def __init__(self, thread_id: str, run_id: str) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.state: dict[str, Any] = {"round": 0, "tasks": {}, "replans": [], "answer": None}
+        self._started: set[int] = set()
+        self._reasoning: str | None = None
+
+    def start(self, question: str) -> list[BaseEvent]:
+        """The opening events: run started and the (empty) DAG state."""
+        from ag_ui.core import RunStartedEvent, StateSnapshotEvent
+
+        self.state["question"] = question
+        return [
+            RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id),
+            StateSnapshotEvent(snapshot=json.loads(json.dumps(self.state))),
+        ]
+
+    def translate(self, ev: Any) -> list[BaseEvent]:
+        """AG-UI events for one compiler event (none for events a chat UI does not show)."""
+        if isinstance(ev, PlanEvent):
+            return self._plan(ev)
+        if isinstance(ev, TaskReady):
+            return self._ready(ev)
+        if isinstance(ev, TaskResult):
+            return self._result(ev)
+        if isinstance(ev, CompilerStream) and ev.phase == "join":
+            return self._reason(ev.delta)
+        if isinstance(ev, ReplanEvent):
+            return self._replan(ev)
+        if isinstance(ev, StopEvent):
+            return self._finish(str(ev.result))
+        return []
+
+    def fail(self, message: str) -> list[BaseEvent]:
+        """The closing event of a failed run."""
+        from ag_ui.core import RunErrorEvent
+
+        return [*self._end_reasoning(), RunErrorEvent(message=message)]
+
+    def _call_id(self, task_id: int) -> str:
+        return f"{self.run_id}-task-{task_id}"
+
+    def _patch(self, *ops: dict[str, Any]) -> list[BaseEvent]:
+        from ag_ui.core import StateDeltaEvent
+
+        return [StateDeltaEvent(delta=list(ops))]  # type: ignore[arg-type]  # plain JSON Patch
+
+    def _plan(self, ev: PlanEvent) -> list[BaseEvent]:
+        ops = []
+        for task in ev.tasks:
+            key = str(task.id)
+            if task.is_join or key in self.state["tasks"]:
+                continue
+            node = {
+                "id": task.id,
+                "round": task.round,
+                "tool": task.tool,
+                "line": task.text,
+                "deps": task.deps,
+                "state": "error" if task.error else "planned",
+                "error": task.error,
+            }
+            self.state["tasks"][key] = node
+            ops.append({"op": "add", "path": f"/tasks/{key}", "value": node})
+        return self._patch(*ops) if ops else []
+
+    def _set(self, task_id: int, **fields: Any) -> list[dict[str, Any]]:
+        node = self.state["tasks"].get(str(task_id))
+        if node is None:
+            return []
+        node.update(fields)
+        return [
+            {"op": "replace", "path": f"/tasks/{task_id}/{k}", "value": v}
+            for k, v in fields.items()
+            if k in node
+        ]
+
+    def _tool_call(self, task_id: int, tool: str, args: Mapping[str, Any]) -> list[BaseEvent]:
+        from ag_ui.core import ToolCallArgsEvent, ToolCallEndEvent, ToolCallStartEvent
+
+        self._started.add(task_id)
+        call_id = self._call_id(task_id)
+        return [
+            ToolCallStartEvent(tool_call_id=call_id, tool_call_name=tool),
+            ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(args, default=str)),
+            ToolCallEndEvent(tool_call_id=call_id),
+        ]
+
+    def _ready(self, ev: TaskReady) -> list[BaseEvent]:
+        self.state["tasks"].get(str(ev.task_id), {}).setdefault("args", ev.args)
+        events = self._tool_call(ev.task_id, ev.tool_name, ev.args)
+        return events + self._patch(*self._set(ev.task_id, state="running"))
+
+    def _result(self, ev: TaskResult) -> list[BaseEvent]:
+        from ag_ui.core import ToolCallResultEvent
+
+        events = (
+            [] if ev.task_id in self._started else self._tool_call(ev.task_id, ev.tool_name, {})
+        )
+        output = str(ev.output)[:_MAX_RESULT_CHARS]
+        events.append(
+            ToolCallResultEvent(
+                message_id=f"{self._call_id(ev.task_id)}-result",
+                tool_call_id=self._call_id(ev.task_id),
+                content=output,
+                role="tool",
+            )
+        )
+        state = "skipped" if ev.skipped else "error" if ev.is_error else "done"
+        ops = self._set(ev.task_id, state=state, error=output if ev.is_error else None)
+        ops.append({"op": "add", "path": f"/tasks/{ev.task_id}/output", "value": output})
+        ops.append({"op": "add", "path": f"/tasks/{ev.task_id}/duration", "value": ev.duration})
+        return events + (self._patch(*ops) if str(ev.task_id) in self.state["tasks"] else [])
+
+    def _reason(self, delta: str) -> list[BaseEvent]:
+        from ag_ui.core import (
+            ReasoningMessageContentEvent,
+            ReasoningMessageStartEvent,
+            ReasoningStartEvent,
+        )
+
+        events: list[BaseEvent] = []
+        if self._reasoning is None:
+            self._reasoning = f"{self.run_id}-reasoning-{uuid.uuid4().hex[:8]}"
+            events.append(ReasoningStartEvent(message_id=self._reasoning))
+            events.append(ReasoningMessageStartEvent(message_id=self._reasoning, role="reasoning"))
+        if delta:
+            events.append(ReasoningMessageContentEvent(message_id=self._reasoning, delta=delta))
+        return events
+
+    def _end_reasoning(self) -> list[BaseEvent]:
+        from ag_ui.core import ReasoningEndEvent, ReasoningMessageEndEvent
+
+        if self._reasoning is None:
+            return []
+        message_id, self._reasoning = self._reasoning, None
+        return [
+            ReasoningMessageEndEvent(message_id=message_id),
+            ReasoningEndEvent(message_id=message_id),
+        ]
+
+    def _replan(self, ev: ReplanEvent) -> list[BaseEvent]:
+        self.state["round"] = ev.round
+        self.state["replans"].append({"round": ev.round, "reason": ev.reason})
+        return [
+            *self._end_reasoning(),
+            *self._patch(
+                {"op": "replace", "path": "/round", "value": ev.round},
+                {
+                    "op": "add",
+                    "path": "/replans/-",
+                    "value": {"round": ev.round, "reason": ev.reason},
+                },
+            ),
+        ]
+
+    def _finish(self, answer: str) -> list[BaseEvent]:
+        from ag_ui.core import (
+            RunFinishedEvent,
+            TextMessageContentEvent,
+            TextMessageEndEvent,
+            TextMessageStartEvent,
+        )
+
+        message_id = f"{self.run_id}-answer"
+        self.state["answer"] = answer
+        return [
+            *self._end_reasoning(),
+            TextMessageStartEvent(message_id=message_id, role="assistant"),
+            TextMessageContentEvent(message_id=message_id, delta=answer or " "),
+            TextMessageEndEvent(message_id=message_id),
+            *self._patch({"op": "replace", "path": "/answer", "value": answer}),
+            RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, result=answer),
+        ]
+
+
+def question_of(data: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(thread id, run id, question) from a ``RunAgentInput`` body, or :class:`BadRequest`."""
+    from ag_ui.core import RunAgentInput
+    from pydantic import ValidationError
+
+    try:
+        run_input = RunAgentInput.model_validate(data)
+    except ValidationError as e:
+        raise BadRequest(400, f"Not an AG-UI RunAgentInput: {e.errors()[0]['msg']}") from None
+    users = [m for m in run_input.messages if m.role == "user"]
+    content = users[-1].content if users else None
+    if isinstance(content, list):  # multimodal input: keep the text parts
+        content = " ".join(getattr(part, "text", "") for part in content)
+    if not isinstance(content, str) or not content.strip():
+        raise BadRequest(400, "The last user message must be a non-empty question.")
+    return run_input.thread_id, run_input.run_id, content.strip()
+
+
+async def agui_events(
+    workflow: Workflow, question: str, thread_id: str, run_id: str
+) -> AsyncIterator[str]:
+    """Run `workflow` on `question`; yield its AG-UI events as SSE lines.
+
+    The run is cancelled if the client goes away (the generator is closed).
+    """
+    from ag_ui.encoder import EventEncoder
+
+    encoder = EventEncoder()
+    translator = AGUITranslator(thread_id, run_id)
+    for event in translator.start(question):
+        yield encoder.encode(event)
+    handler = workflow.run(user_msg=question)
+    try:
+        async for ev in handler.stream_events():
+            for event in translator.translate(ev):
+                yield encoder.encode(event)
+        await handler
+    except Exception as e:  # the run failed: the client gets RUN_ERROR, not a torn stream
+        for event in translator.fail(f"{type(e).__name__}: {e}"):
+            yield encoder.encode(event)
+    finally:
+        if not handler.done():
+            handler.cancel()
+            await asyncio.gather(handler, return_exceptions=True)
+
+
+def agui_route(workflows: Mapping[str, Workflow]) -> Route:
+    """The ``POST /agui/{name}`` route for `workflows`."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            name = request.path_params["name"]
+            if name not in workflows:
+                raise BadRequest(404, f"Unknown workflow {name!r}.")
+            thread_id, run_id, question = question_of(parse_json_object(await request.body()))
+        except BadRequest as e:
+            return JSONResponse({"detail": e.detail}, status_code=e.status)
+        stream = agui_events(workflows[name], question, thread_id, run_id)
+        return StreamingResponse(stream, media_type="text/event-stream")
+
+    return Route("/agui/{name}", endpoint, methods=["POST"])

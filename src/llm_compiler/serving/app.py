@@ -1,0 +1,197 @@
+"""The HTTP app: llama-agents-server's workflow API, the live page and the AG-UI route.
+
+Everything is one Starlette app (the workflow server's own, so its lifespan, CORS and
+error handlers apply): the server's built-in UI, which loads from a CDN, is replaced by
+the page in ``static/``; ``/api/info`` tells the page what is served, ``/api/runs``
+lists runs with their questions, ``/api/runs/{handler_id}/mermaid`` draws one;
+``/agui/{name}`` speaks AG-UI. A :class:`~llm_compiler.serving.guard.RequestGuard` wraps it all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from workflows import Workflow
+
+from llm_compiler.errors import ConfigurationError
+from llm_compiler.mermaid import to_mermaid
+from llm_compiler.serving.guard import MAX_BODY_BYTES, ASGIApp, RequestGuard
+from llm_compiler.state import CompilerState
+from llm_compiler.workflow import LLMCompilerWorkflow
+
+if TYPE_CHECKING:
+    from llama_agents.server import AbstractWorkflowStore, WorkflowServer
+
+STATIC = Path(__file__).with_name("static")
+#: The name the compiler workflow is served under.
+COMPILER = "compiler"
+DEMO_QUESTION = "What are the capitals of France and Japan?"
+
+
+@dataclass
+class ServedApp:
+    """What :func:`build_app` returns.
+
+    Attributes:
+        app: The ASGI app to serve (guard, then the workflow server's Starlette app).
+        server: The ``WorkflowServer`` (``start()``/``stop()`` it when not served by
+            uvicorn's lifespan).
+        info: What ``/api/info`` returns.
+    """
+
+    app: ASGIApp
+    server: WorkflowServer
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def make_store(spec: str | None) -> AbstractWorkflowStore | None:
+    """The workflow store for ``--store``: ``memory`` (None), ``sqlite:///path``, ``postgresql://``.
+
+    Raises:
+        ConfigurationError: An unknown scheme.
+    """
+    from llama_agents.server import SqliteWorkflowStore
+
+    if spec in (None, "", "memory"):
+        return None
+    if spec.startswith("sqlite:///"):
+        path = Path(spec.removeprefix("sqlite:///")).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return SqliteWorkflowStore(str(path))
+    if spec.startswith(("postgres://", "postgresql://")):
+        # The only public route to it: the package does not export it at top level.
+        from llama_agents.server._store.postgres_workflow_store import PostgresWorkflowStore
+
+        return PostgresWorkflowStore(spec)
+    raise ConfigurationError(
+        f"Unknown store {spec!r}: use memory, sqlite:///path/to/runs.db or postgresql://..."
+    )
+
+
+def build_app(
+    workflows: Mapping[str, Workflow],
+    *,
+    store: AbstractWorkflowStore | None = None,
+    info: Mapping[str, Any] | None = None,
+    max_body: int = MAX_BODY_BYTES,
+) -> ServedApp:
+    """Build the app serving `workflows` (name -> workflow) with the live page.
+
+    Args:
+        workflows: Registered under their names (``compiler`` is the page's default); an
+            ``AgentWorkflow`` team is served through :class:`~llm_compiler.serving.team.ServedTeam`.
+        store: Where runs and their events are kept (memory when None).
+        info: Extra fields for ``/api/info`` (e.g. ``model``, ``question``).
+        max_body: Largest request body in bytes.
+    """
+    from llama_agents.server import MemoryWorkflowStore, WorkflowServer
+
+    from llm_compiler.serving.agui import agui_route
+
+    if not workflows:
+        raise ConfigurationError("Give at least one workflow to serve.")
+    from llama_index.core.agent.workflow import AgentWorkflow
+
+    from llm_compiler.serving.team import ServedTeam
+
+    workflows = {
+        n: ServedTeam(w) if isinstance(w, AgentWorkflow) else w for n, w in workflows.items()
+    }
+    store = store or MemoryWorkflowStore()
+    # Only a compiler run's state is a CompilerState (the question is read from it).
+    compilers = {n for n, w in workflows.items() if isinstance(w, LLMCompilerWorkflow)}
+    server = WorkflowServer(workflow_store=store)
+    for name, workflow in workflows.items():
+        server.add_workflow(name, workflow)
+    payload = {
+        "workflows": list(workflows),
+        "default": COMPILER if COMPILER in workflows else next(iter(workflows)),
+        "question": DEMO_QUESTION,
+        **(info or {}),
+    }
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
+
+    async def api_info(request: Request) -> Response:
+        return JSONResponse(payload)
+
+    async def api_runs(request: Request) -> Response:
+        return JSONResponse({"runs": await recent_runs(store, list(workflows), compilers)})
+
+    async def api_mermaid(request: Request) -> Response:
+        chart = await run_mermaid(store, request.path_params["handler_id"])
+        if chart is None:
+            return JSONResponse({"detail": "Run not found."}, status_code=404)
+        return PlainTextResponse(chart, headers={"cache-control": "no-cache"})
+
+    routes: list[BaseRoute] = [
+        Route("/", index, methods=["GET"]),
+        Route("/api/info", api_info, methods=["GET"]),
+        Route("/api/runs", api_runs, methods=["GET"]),
+        Route("/api/runs/{handler_id}/mermaid", api_mermaid, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="page"),
+        agui_route(workflows),
+    ]
+    # Ours first; the server's CDN-loading UI (its catch-all mount named "ui") goes.
+    kept = [r for r in server.app.router.routes if getattr(r, "name", None) != "ui"]
+    server.app.router.routes[:] = routes + kept
+    guarded = RequestGuard(server.app, workflows=list(workflows), max_body=max_body)
+    return ServedApp(app=guarded, server=server, info=payload)
+
+
+async def recent_runs(
+    store: AbstractWorkflowStore, names: list[str], compilers: set[str], limit: int = 50
+) -> list[dict[str, Any]]:
+    """The newest runs of `names`, with their questions (read from each run's state)."""
+    from llama_agents.server import HandlerQuery
+
+    handlers = await store.query(HandlerQuery(workflow_name_in=names))
+    handlers.sort(key=lambda h: h.started_at.timestamp() if h.started_at else 0.0, reverse=True)
+    runs = []
+    for h in handlers[:limit]:
+        runs.append(
+            {
+                "handler_id": h.handler_id,
+                "workflow": h.workflow_name,
+                "status": h.status,
+                "started_at": h.started_at.isoformat() if h.started_at else None,
+                "completed_at": h.completed_at.isoformat() if h.completed_at else None,
+                "question": await _question(store, h.run_id, h.workflow_name in compilers),
+                "error": h.error,
+            }
+        )
+    return runs
+
+
+async def _question(store: AbstractWorkflowStore, run_id: str | None, compiler: bool) -> str | None:
+    """The run's question: a compiler's CompilerState, or a served team's ``question`` key."""
+    if run_id is None:
+        return None
+    try:
+        if compiler:
+            state = await store.create_state_store(run_id, CompilerState).get_state()
+            question = getattr(state, "question", None)
+        else:
+            question = await store.create_state_store(run_id).get("question", None)
+    except Exception:  # a state without a question, or none saved yet: none shown
+        return None
+    return str(question) if question else None
+
+
+async def run_mermaid(store: AbstractWorkflowStore, handler_id: str) -> str | None:
+    """The Mermaid chart of a stored run (None if there is no such run)."""
+    from llama_agents.server import HandlerQuery
+
+    found = await store.query(HandlerQuery(handler_id_in=[handler_id]))
+    if not found or found[0].run_id is None:
+        return None
+    events = await store.query_events(found[0].run_id)
+    return to_mermaid(e.event.model_dump(mode="json") for e in events)

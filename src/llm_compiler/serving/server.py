@@ -1,0 +1,87 @@
+"""Run a :class:`~llm_compiler.serving.app.ServedApp` with uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from llm_compiler.serving.app import ServedApp
+
+LOOPBACK = "127.0.0.1"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on `host`:`port` (port 0 picks a free one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(
+    served: ServedApp,
+    host: str = LOOPBACK,
+    port: int = 8000,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+    sock: socket.socket | None = None,
+    stop: asyncio.Event | None = None,
+    **uvicorn_options: Any,
+) -> None:
+    """Serve until cancelled or interrupted (uvicorn handles Ctrl-C).
+
+    Args:
+        served: From :func:`~llm_compiler.serving.build_app`.
+        host: Bind address; loopback unless you mean to expose the server.
+        port: TCP port (0: a free one; the URL passed to `on_ready` has the real one).
+        on_ready: Called with the page's URL once the server listens.
+        sock: An already bound socket (then `host` and `port` only name it).
+        stop: Set it to shut the server down gracefully.
+        uvicorn_options: Passed to ``uvicorn.Config`` (e.g. ``log_level``).
+    """
+    import uvicorn
+
+    sock = sock or bound_socket(host, port)
+    actual = sock.getsockname()[1]
+    config = uvicorn.Config(
+        served.app, log_level="warning", timeout_graceful_shutdown=5, **uvicorn_options
+    )
+    server = uvicorn.Server(config)
+    if on_ready is not None:
+        shown = f"[{host}]" if ":" in host else host
+        config_started = server.startup
+
+        async def startup(sockets: list[socket.socket] | None = None) -> None:
+            await config_started(sockets=sockets)
+            on_ready(f"http://{shown}:{actual}/")
+
+        server.startup = startup  # type: ignore[method-assign]
+    if stop is None:
+        await server.serve(sockets=[sock])
+        return
+
+    async def stopper() -> None:
+        await stop.wait()
+        server.should_exit = True
+
+    watcher = asyncio.create_task(stopper())
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        watcher.cancel()

@@ -1,0 +1,411 @@
+// The live plan page: subscribes to a run's events and draws its DAG, timeline and text.
+// Layout rule: task ids only point backwards, so a task's column is one more than the
+// furthest column of its inputs (at least its round's first column) and its row is the
+// next free row of that column. Positions are set once, on arrival: nothing ever moves.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const SVGNS = "http://www.w3.org/2000/svg";
+const COL_W = 200, ROW_H = 60, NODE_W = 170, NODE_H = 44, PAD = 16, TOP = 26;
+const GANTT_W = 760, BAR_H = 18, LABEL_W = 150;
+
+// Exposed for tests and benchmarks: the current run and its measurements.
+const page = (window.compilerPage = { run: null, latencies: [] });
+
+function el(tag, attrs = {}, parent = null, text = null) {
+  const node = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== null) node.textContent = text;
+  if (parent) parent.appendChild(node);
+  return node;
+}
+
+function html(tag, attrs = {}, text = null) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== null) node.textContent = text;
+  return node;
+}
+
+const short = (s, n) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
+const now = () => Date.now() / 1000;
+
+// A plan argument as the planner wrote it: {"$ref": 2} is $2, {"$concat": [...]} a template.
+function showArg(v) {
+  if (v && typeof v === "object" && !Array.isArray(v)) {
+    if (Number.isInteger(v.$ref) && Object.keys(v).length === 1) return "$" + v.$ref;
+    if (Array.isArray(v.$concat)) return JSON.stringify(v.$concat.map((p) => (typeof p === "string" ? p : showArg(p))).join(""));
+  }
+  return JSON.stringify(v);
+}
+
+function argsText(task) {
+  const parts = (task.args || []).map(showArg);
+  for (const [k, v] of Object.entries(task.kwargs || {})) parts.push(`${k}=${showArg(v)}`);
+  return parts.join(", ");
+}
+
+function answerOf(result) {
+  const response = result && result.response;
+  if (!response) return result == null ? "" : String(typeof result === "object" ? JSON.stringify(result) : result);
+  if (typeof response.content === "string") return response.content;
+  return (response.blocks || []).map((b) => b.text || "").join("");
+}
+
+class Run {
+  constructor(id) {
+    this.id = id;
+    this.tasks = new Map();
+    this.rounds = new Map();
+    this.nextCol = 0;
+    this.maxRow = 0;
+    this.running = 0;
+    this.peak = 0;
+    this.skew = 0; // server clock minus this page's clock, from task results
+    this.finished = false;
+    this.source = null;
+    this.dag = $("dag");
+    this.dag.replaceChildren();
+    this.edges = el("g", { class: "edges" }, this.dag);
+    this.nodes = el("g", { class: "nodes" }, this.dag);
+    $("rounds").replaceChildren();
+    $("gantt").replaceChildren();
+    for (const id of ["answer", "error", "details"]) $(id).hidden = true;
+    $("mermaid").href = `/api/runs/${encodeURIComponent(id)}/mermaid`;
+    $("mermaid").hidden = false;
+    $("peak").textContent = "";
+    this.resize();
+  }
+
+  round(r) {
+    let round = this.rounds.get(r);
+    if (!round) {
+      round = { r, startCol: this.nextCol, maxCol: this.nextCol - 1, rows: new Map(), join: null, text: {} };
+      this.rounds.set(r, round);
+      const x = PAD + round.startCol * COL_W;
+      el("text", { x, y: 16, class: "round-label" }, this.nodes, `Round ${r}`);
+      round.panel = html("div", { class: "round" });
+      round.panel.append(html("h3", {}, `Round ${r}`));
+      $("rounds").append(round.panel);
+    }
+    return round;
+  }
+
+  stream(r, phase, delta) {
+    const round = this.round(r);
+    if (!round.text[phase]) {
+      const box = html("details", phase === "join" ? { open: "" } : {});
+      box.append(html("summary", {}, phase === "join" ? "Joiner" : "Planner"), html("pre", { class: phase }));
+      round.panel.append(box);
+      round.text[phase] = box.querySelector("pre");
+    }
+    round.text[phase].textContent += delta;
+  }
+
+  place(round, col) {
+    const row = round.rows.get(col) || 0;
+    round.rows.set(col, row + 1);
+    round.maxCol = Math.max(round.maxCol, col);
+    this.maxRow = Math.max(this.maxRow, row + 1);
+    return { x: PAD + col * COL_W, y: TOP + row * ROW_H };
+  }
+
+  addTask(t) {
+    if (this.tasks.has(t.id)) return;
+    const round = this.round(t.round);
+    const deps = (t.deps || []).filter((d) => this.tasks.has(d));
+    const col = Math.max(round.startCol, ...deps.map((d) => this.tasks.get(d).col + 1));
+    const pos = this.place(round, col);
+    const task = { ...t, deps, col, ...pos, state: t.error ? "error" : "planned", dependents: 0 };
+    if (t.error) task.output = t.error;
+    this.tasks.set(t.id, task);
+    for (const d of deps) {
+      this.tasks.get(d).dependents += 1;
+      this.edge(this.tasks.get(d), task);
+    }
+    task.g = el("g", { class: `node ${task.state}`, "data-task": t.id, transform: `translate(${pos.x},${pos.y})`, tabindex: 0 }, this.nodes);
+    el("title", {}, task.g, t.text || t.tool);
+    el("rect", { width: NODE_W, height: NODE_H, rx: 8 }, task.g);
+    el("text", { x: 10, y: 18, class: "title" }, task.g, `${t.id} · ${short(t.tool, 18)}`);
+    el("text", { x: 10, y: 35, class: "args" }, task.g, short(argsText(t), 27));
+    task.g.addEventListener("click", () => this.show(task.id));
+    task.g.addEventListener("keydown", (e) => e.key === "Enter" && this.show(task.id));
+    this.resize();
+  }
+
+  addJoin(r, joinId) {
+    const round = this.round(r);
+    if (round.join) return;
+    const col = round.maxCol + 1;
+    const pos = this.place(round, col);
+    round.join = { id: joinId, ...pos };
+    const g = el("g", { class: "node join", transform: `translate(${pos.x},${pos.y})` }, this.nodes);
+    el("rect", { width: NODE_W * 0.6, height: NODE_H, rx: NODE_H / 2 }, g);
+    el("text", { x: 14, y: 27, class: "title" }, g, `${joinId} · join`);
+    for (const t of this.tasks.values()) {
+      if (t.round === r && t.dependents === 0) this.edge(t, round.join);
+    }
+    this.nextCol = col + 1;
+    this.resize();
+  }
+
+  edge(a, b) {
+    const x1 = a.x + NODE_W, y1 = a.y + NODE_H / 2, x2 = b.x, y2 = b.y + NODE_H / 2;
+    const mid = (x1 + x2) / 2;
+    el("path", { d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`, class: "edge" }, this.edges);
+  }
+
+  resize() {
+    const cols = Math.max(this.nextCol, ...[...this.rounds.values()].map((r) => r.maxCol + 1), 1);
+    this.dag.setAttribute("width", PAD * 2 + cols * COL_W);
+    this.dag.setAttribute("height", TOP + Math.max(1, this.maxRow) * ROW_H + PAD);
+  }
+
+  setState(task, state) {
+    if (task.state === "running") this.running -= 1;
+    if (state === "running") this.running += 1;
+    task.g.classList.replace(task.state, state);
+    task.state = state;
+    this.peak = Math.max(this.peak, this.running);
+    $("dag").dataset.peakRunning = this.peak;
+    if (this.running > 0 && !this.ticking) this.tick(0);
+  }
+
+  // While tasks run, their timeline bars grow (redrawn every 100 ms, only while visible).
+  tick(last) {
+    this.ticking = this.running > 0 && !this.finished && page.run === this;
+    if (!this.ticking) return;
+    requestAnimationFrame((t) => {
+      if (t - last >= 100) this.gantt();
+      this.tick(t - last >= 100 ? t : last);
+    });
+  }
+
+  ready(v) {
+    const task = this.tasks.get(v.task_id);
+    if (!task) return;
+    task.resolved = v.args;
+    task.readyAt = now();
+    this.setState(task, "running");
+  }
+
+  result(v) {
+    const task = this.tasks.get(v.task_id);
+    if (!task) return;
+    Object.assign(task, { output: v.output, started: v.started_at, finished: v.finished_at });
+    if (v.finished_at) this.skew = v.finished_at - now();
+    this.setState(task, v.skipped ? "skipped" : v.is_error ? "error" : "done");
+    this.critical();
+    page.latencies.push(now() - v.finished_at); // event -> DOM delay, for the benchmark
+    if (page.latencies.length > 1000) page.latencies.shift();
+  }
+
+  // The chain of tasks that ends last: from the last finisher, back through its latest input.
+  critical() {
+    const finished = [...this.tasks.values()].filter((t) => t.finished);
+    for (const t of finished) t.critical = false;
+    let t = finished.sort((a, b) => b.finished - a.finished)[0];
+    while (t) {
+      t.critical = true;
+      const deps = t.deps.map((d) => this.tasks.get(d)).filter((d) => d && d.finished);
+      t = deps.sort((a, b) => b.finished - a.finished)[0];
+    }
+    for (const task of this.tasks.values()) task.g.classList.toggle("critical", !!task.critical);
+  }
+
+  gantt() {
+    const rows = [...this.tasks.values()].filter((t) => t.started || t.readyAt);
+    const start = (t) => t.started || t.readyAt + this.skew;
+    const end = (t) => t.finished || (this.finished ? start(t) : now() + this.skew);
+    const svg = $("gantt");
+    svg.replaceChildren();
+    if (!rows.length) return svg.setAttribute("height", 0);
+    rows.sort((a, b) => start(a) - start(b));
+    const t0 = Math.min(...rows.map(start));
+    const span = Math.max(0.001, Math.max(...rows.map(end)) - t0);
+    const scale = (GANTT_W - LABEL_W - PAD) / span;
+    svg.setAttribute("width", GANTT_W);
+    svg.setAttribute("height", rows.length * (BAR_H + 6) + 24);
+    rows.forEach((t, i) => {
+      const y = i * (BAR_H + 6);
+      el("text", { x: 0, y: y + 13, class: "gantt-label" }, svg, short(`${t.id} · ${t.tool}`, 20));
+      const x = LABEL_W + (start(t) - t0) * scale;
+      const w = Math.max(2, (end(t) - start(t)) * scale);
+      const bar = el("rect", { x, y, width: w, height: BAR_H, rx: 3, class: `bar ${t.state}${t.critical ? " critical" : ""}`, "data-task": t.id }, svg);
+      el("title", {}, bar, `${t.id}. ${t.tool}: ${(end(t) - start(t)).toFixed(3)} s`);
+    });
+    const y = rows.length * (BAR_H + 6) + 14;
+    el("text", { x: LABEL_W, y, class: "gantt-label" }, svg, "0 s");
+    el("text", { x: GANTT_W - PAD, y, class: "gantt-label", "text-anchor": "end" }, svg, `${span.toFixed(2)} s`);
+    $("peak").textContent = `· up to ${this.peak} task${this.peak === 1 ? "" : "s"} at once · critical path outlined`;
+  }
+
+  show(id) {
+    const t = this.tasks.get(id);
+    if (!t) return;
+    const rows = [
+      ["Line", t.text], ["Thought", t.thought], ["State", t.state], ["Inputs", t.deps.map((d) => "$" + d).join(", ")],
+      ["Arguments", t.resolved === undefined ? argsText(t) : JSON.stringify(t.resolved, null, 2)],
+      [t.state === "error" ? "Error" : "Output", t.output === undefined ? null : typeof t.output === "string" ? t.output : JSON.stringify(t.output, null, 2)],
+      ["Started", t.started ? new Date(t.started * 1000).toISOString().slice(11, 23) : null],
+      ["Duration", t.finished && t.started ? `${(t.finished - t.started).toFixed(3)} s` : null],
+    ];
+    const body = $("d-body");
+    body.replaceChildren();
+    for (const [k, v] of rows) {
+      if (v === null || v === undefined || v === "") continue;
+      body.append(html("dt", {}, k), html("dd", {}, String(v)));
+    }
+    for (const g of this.nodes.querySelectorAll(".selected")) g.classList.remove("selected");
+    t.g.classList.add("selected");
+    $("d-title").textContent = `${t.id} · ${t.tool}`;
+    $("details").hidden = false;
+    $("details").dataset.task = id;
+  }
+
+  handle(type, v) {
+    if (type === "PlanEvent") {
+      this.round(v.round);
+      for (const t of v.tasks) if (t.tool !== "join") this.addTask(t);
+      if (v.complete && v.join_id != null) this.addJoin(v.round, v.join_id);
+      if (v.complete && v.errors.length) this.stream(v.round, "plan", "\n[plan errors] " + v.errors.join("; "));
+      status(`Round ${v.round}: ${v.complete ? "plan complete" : "planning…"}`);
+    } else if (type === "TaskReady") this.ready(v);
+    else if (type === "TaskResult") this.result(v);
+    else if (type === "CompilerStream" || type === "AgentStream") this.stream(v.round || 0, v.phase || "plan", v.delta || "");
+    else if (type === "JoinEvent") status(`Round ${v.round}: the joiner reads the results…`);
+    else if (type === "ReplanEvent") {
+      const prev = this.rounds.get(v.round - 1);
+      if (prev && !prev.join) this.nextCol = prev.maxCol + 1;
+      this.round(v.round).panel.append(html("p", { class: "reason" }, `Replan: ${v.reason}`));
+      status(`Replanning (round ${v.round})`);
+    } else if (type === "StopEvent") this.finish(answerOf(v.result));
+    else if (type === "WorkflowFailedEvent" || type === "WorkflowCancelledEvent" || type === "WorkflowTimedOutEvent") this.fail(type, v);
+    if (type === "TaskReady" || type === "TaskResult" || type === "StopEvent") this.gantt();
+  }
+
+  finish(answer) {
+    this.finished = true;
+    $("answer").textContent = answer;
+    $("answer").hidden = false;
+    status("Done", "done");
+    this.close();
+  }
+
+  fail(type, v) {
+    this.finished = true;
+    const detail = (v && ((v.exception && v.exception.exception_message) || v.error)) || type.replace(/Event$/, "");
+    $("error").textContent = detail;
+    $("error").hidden = false;
+    status(type.includes("Cancel") ? "Cancelled" : "Failed", "failed");
+    this.close();
+  }
+
+  close() {
+    if (this.source) this.source.close();
+    this.source = null;
+    $("cancel").hidden = true;
+    this.gantt();
+    loadRuns();
+  }
+
+  subscribe() {
+    status("Connecting…");
+    $("cancel").hidden = false;
+    // -1: from the first event (the server's default, "now", would drop earlier ones).
+    // On a dropped connection the browser resends Last-Event-ID and the server resumes.
+    const source = (this.source = new EventSource(`/events/${encodeURIComponent(this.id)}?after_sequence=-1`));
+    source.onmessage = (msg) => {
+      const env = JSON.parse(msg.data);
+      this.handle(env.type, env.value || {});
+    };
+    source.onerror = () => {
+      if (source.readyState === EventSource.CLOSED && !this.finished) this.settle();
+    };
+  }
+
+  // The stream ended without a final event (e.g. 204: the run was over): ask its status.
+  async settle() {
+    const r = await fetch(`/handlers/${encodeURIComponent(this.id)}`);
+    if (!r.ok) return this.fail("Failed", { error: r.status === 404 ? "Run not found" : `HTTP ${r.status}` });
+    const h = await r.json();
+    if (h.status === "completed" && h.result) this.finish(answerOf(h.result.value.result));
+    else if (h.status !== "running") this.fail(h.status === "cancelled" ? "WorkflowCancelledEvent" : "Failed", { error: h.error || h.status });
+  }
+}
+
+function status(text, cls = "") {
+  $("status").textContent = text;
+  $("status").className = cls || "muted";
+}
+
+function openRun(id) {
+  if (page.run) page.run.close();
+  page.run = new Run(id);
+  page.run.subscribe();
+}
+
+async function ask(event) {
+  event.preventDefault();
+  const question = $("question").value.trim();
+  const workflow = $("workflow").value || "compiler";
+  const r = await fetch(`/workflows/${encodeURIComponent(workflow)}/run-nowait`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ start_event: { user_msg: question } }),
+  });
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    $("error").textContent = body.detail || `HTTP ${r.status}`;
+    $("error").hidden = false;
+    return;
+  }
+  history.pushState({ run: body.handler_id }, "", `?run=${encodeURIComponent(body.handler_id)}`);
+  openRun(body.handler_id);
+  loadRuns();
+}
+
+async function loadRuns() {
+  const r = await fetch("/api/runs");
+  if (!r.ok) return;
+  const list = $("runs");
+  list.replaceChildren();
+  for (const run of (await r.json()).runs) {
+    const li = html("li", { class: run.status });
+    const a = html("a", { href: `?run=${encodeURIComponent(run.handler_id)}` }, short(run.question || run.handler_id, 60));
+    a.addEventListener("click", (e) => {
+      e.preventDefault();
+      history.pushState({ run: run.handler_id }, "", a.getAttribute("href"));
+      openRun(run.handler_id);
+    });
+    li.append(a, html("span", { class: "badge" }, run.status));
+    if (page.run && page.run.id === run.handler_id) li.classList.add("current");
+    list.append(li);
+  }
+}
+
+async function init() {
+  const info = await (await fetch("/api/info")).json();
+  const question = $("question");
+  if (info.question) question.placeholder = `e.g. ${info.question}`;
+  // The sample question, unless the user has started typing while this loaded.
+  if (!question.value && document.activeElement !== question) question.value = info.question || "";
+  $("model").textContent = info.model ? `model: ${info.model}` : "";
+  if (info.workflows.length > 1) {
+    $("workflow").hidden = false;
+    for (const name of info.workflows) $("workflow").append(html("option", { value: name }, name));
+  }
+  $("workflow").value = info.default;
+  $("ask").addEventListener("submit", ask);
+  $("cancel").addEventListener("click", () => page.run && fetch(`/handlers/${encodeURIComponent(page.run.id)}/cancel`, { method: "POST" }));
+  $("d-close").addEventListener("click", () => ($("details").hidden = true));
+  window.addEventListener("popstate", () => {
+    const id = new URLSearchParams(location.search).get("run");
+    if (id) openRun(id);
+  });
+  const id = new URLSearchParams(location.search).get("run");
+  if (id) openRun(id);
+  loadRuns();
+}
+
+init();

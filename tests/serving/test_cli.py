@@ -1,0 +1,79 @@
+"""``llm-compiler serve``: options, loading a user's workflow, and a real process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from llm_compiler import ConfigurationError, LLMCompilerWorkflow
+from llm_compiler.cli import load_workflows, main, parser
+from llm_compiler.serving.server import is_loopback
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_defaults_bind_loopback_on_8000_with_a_memory_store():
+    args = parser().parse_args(["serve"])
+    assert (args.host, args.port, args.store, args.workflow) == ("127.0.0.1", 8000, "memory", None)
+    assert is_loopback(args.host) and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
+
+
+def test_a_factory_is_served_as_compiler():
+    workflows = load_workflows("tests.serving.cli_app:make")
+    assert list(workflows) == ["compiler"]
+    assert isinstance(workflows["compiler"], LLMCompilerWorkflow)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("no_colon", "module:attr"),
+        ("no_such_module_xyz:make", "Cannot import"),
+        ("tests.serving.cli_app:missing", "has no attribute"),
+        ("tests.serving.cli_app:not_a_workflow", "not a workflow"),
+    ],
+)
+def test_bad_workflow_specs_are_clear_errors(spec, message):
+    with pytest.raises(ConfigurationError, match=message):
+        load_workflows(spec)
+
+
+def test_main_reports_errors_without_a_traceback(capsys):
+    assert main(["serve", "--workflow", "nope"]) == 1
+    assert "module:attr" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
+def test_the_command_serves_the_page_until_interrupted():
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    cmd = [sys.executable, "-m", "llm_compiler.cli", "serve", "--port", "0"]
+    cmd += ["--workflow", "tests.serving.cli_app:make"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "Serving the live plan page at http://127.0.0.1:" in line, line
+        url = line.split(" at ")[1].split()[0]
+        page = httpx.get(url, timeout=10)
+        assert page.status_code == 200 and "LLMCompiler" in page.text
+        run = httpx.post(
+            url + "workflows/compiler/run", json={"start_event": {"user_msg": "q?"}}, timeout=20
+        )
+        assert run.status_code == 200 and run.json()["status"] == "completed"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+
+
+def test_a_missing_serve_extra_is_a_clear_install_hint(monkeypatch):
+    import llm_compiler.serving as serving
+
+    monkeypatch.setattr(serving, "_find", lambda module: None)
+    with pytest.raises(ConfigurationError, match=r"pip install 'llm-compiler\[serve\]'"):
+        serving.build_app  # noqa: B018 (the attribute access is the import)
