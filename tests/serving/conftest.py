@@ -127,8 +127,10 @@ async def sse(
     after: str = "-1",
     headers: dict | None = None,
     limit: int | None = None,
+    stop_at: str | None = None,
 ) -> list[tuple[int, dict]]:
-    """Read the SSE stream of `handler_id` (to its end, or `limit` events): (id, envelope)."""
+    """Read the SSE stream of `handler_id` (to its end, `limit` events, or the first event
+    of type `stop_at`): (id, envelope)."""
     out: list[tuple[int, dict]] = []
     params = {"after_sequence": after}
     async with client.stream("GET", f"/events/{handler_id}", params=params, headers=headers) as r:
@@ -140,5 +142,7 @@ async def sse(
             elif line.startswith("data: "):
                 out.append((seq, json.loads(line[6:])))
                 if limit is not None and len(out) >= limit:
+                    break
+                if stop_at is not None and out[-1][1].get("type") == stop_at:
                     break
     return out

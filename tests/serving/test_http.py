@@ -300,3 +300,35 @@ async def test_a_run_is_exported_as_mermaid(base_url):
     assert chart.status_code == 200 and chart.headers["content-type"].startswith("text/plain")
     assert chart.text.startswith("flowchart LR") and "  t3 --> join0" in chart.text
     assert missing.status_code == 404
+
+
+async def test_plan_approval_through_the_server(overlap):
+    """mode=approve: the plan waits for POST /events/{id}; edit, then the run goes on."""
+    llm = scripted()
+    url, task, _ = await start_server(lambda: build_app({"compiler": workflow(overlap, llm)}))
+    try:
+        async with client(url) as c:
+            r = await c.post(
+                "/workflows/compiler/run-nowait",
+                json={"start_event": {"user_msg": "alpha?", "mode": "approve"}},
+            )
+            assert r.status_code == 200, r.text
+            handler_id = r.json()["handler_id"]
+            first = await sse(c, handler_id, limit=50, stop_at="PlanApprovalRequest")
+            request = first[-1][1]
+            assert request["type"] == "PlanApprovalRequest"
+            assert [t["id"] for t in request["value"]["plan"]["tasks"]] == [1, 2, 3]
+            assert "TaskReady" not in types(first)  # nothing runs before the verdict
+            edit = {"action": "edit", "plan_text": '1. fetch("gamma")\n2. join()'}
+            r = await c.post(
+                f"/events/{handler_id}",
+                json={"event": {"type": "PlanApprovalResponse", "value": edit}},
+            )
+            assert r.status_code == 200, r.text
+            rest = await sse(c, handler_id, after=str(first[-1][0]))
+    finally:
+        await stop(task)
+    kinds = types(rest)
+    ran = [e["value"]["args"] for k, (_, e) in zip(kinds, rest, strict=True) if k == "TaskReady"]
+    assert ran == [{"name": "gamma"}]  # the edited plan, not the model's
+    assert kinds[-1] == "StopEvent"

@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 from workflows import Workflow
 
 from llm_compiler.errors import ConfigurationError
+from llm_compiler.events import PlanApprovalResponse
 from llm_compiler.mermaid import to_mermaid
 from llm_compiler.serving.guard import MAX_BODY_BYTES, ASGIApp, RequestGuard
 from llm_compiler.state import CompilerState
@@ -109,7 +110,9 @@ def build_app(
     compilers = {n for n, w in workflows.items() if isinstance(w, LLMCompilerWorkflow)}
     server = WorkflowServer(workflow_store=store)
     for name, workflow in workflows.items():
-        server.add_workflow(name, workflow)
+        # A human's plan verdict is sent to a running compiler with POST /events/{id}.
+        extra = [PlanApprovalResponse] if name in compilers else None
+        server.add_workflow(name, workflow, additional_events=extra)
     payload = {
         "workflows": list(workflows),
         "default": COMPILER if COMPILER in workflows else next(iter(workflows)),
