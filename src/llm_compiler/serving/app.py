@@ -19,6 +19,7 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from workflows import Workflow
+from workflows.events import Event
 
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.events import PlanApprovalResponse
@@ -111,7 +112,7 @@ def build_app(
     server = WorkflowServer(workflow_store=store)
     for name, workflow in workflows.items():
         # A human's plan verdict is sent to a running compiler with POST /events/{id}.
-        extra = [PlanApprovalResponse] if name in compilers else None
+        extra: list[type[Event]] | None = [PlanApprovalResponse] if name in compilers else None
         server.add_workflow(name, workflow, additional_events=extra)
     payload = {
         "workflows": list(workflows),
