@@ -31,35 +31,58 @@ class PlanLineError(ValueError):
 # --------------------------------------------------------------------------- scanning
 
 
+_PAIRS = {"(": ")", "[": "]", "{": "}"}
+
+
+class ParenScanner:
+    """Finds the ``)`` that closes an already-open call, skipping string literals.
+
+    Incremental: ``scan`` may be called with successive pieces of the text; the brackets
+    and the string literal still open carry over.
+    """
+
+    def __init__(self) -> None:
+        self.stack: list[str] = []
+        self.quote: str | None = None
+        self.escaped = False
+
+    def scan(self, piece: str, start: int = 0) -> int:
+        """The index in `piece` of the closing ``)``, or -1 (scanning continues later)."""
+        stack, quote, escaped = self.stack, self.quote, self.escaped
+        found = -1
+        for i in range(start, len(piece)):
+            ch = piece[i]
+            if quote:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == quote:
+                    quote = None
+            elif ch in "\"'":
+                quote = ch
+            elif ch in _PAIRS:
+                stack.append(_PAIRS[ch])
+            elif ch in ")]}":
+                if not stack:
+                    if ch == ")":
+                        found = i
+                        break
+                elif stack[-1] == ch:
+                    stack.pop()
+        self.quote, self.escaped = quote, escaped
+        return found
+
+
 def find_closing_paren(text: str) -> tuple[int | None, list[str]]:
     """Find the ``)`` that closes an already-open call, skipping string literals.
 
     Returns the index of that parenthesis (or None) and the brackets still open at the
     end of `text` when there is none.
     """
-    stack: list[str] = []
-    quote: str | None = None
-    i = 0
-    pairs = {"(": ")", "[": "]", "{": "}"}
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = None
-        elif ch in "\"'":
-            quote = ch
-        elif ch in pairs:
-            stack.append(pairs[ch])
-        elif ch in ")]}":
-            if not stack:
-                if ch == ")":
-                    return i, []
-            elif stack[-1] == ch:
-                stack.pop()
-        i += 1
-    return None, stack
+    scanner = ParenScanner()
+    close = scanner.scan(text)
+    return (close, []) if close >= 0 else (None, scanner.stack)
 
 
 def nesting_depth(text: str) -> int:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_compiler.arguments import (
+    ParenScanner,
     PlanLineError,
     find_closing_paren,
     nesting_depth,
@@ -35,7 +36,6 @@ _CALL = re.compile(r"^([A-Za-z_][\w.\-]*)\s*\((.*)$", re.DOTALL)
 _JOIN = re.compile(r"^join\s*\(\s*\)?", re.IGNORECASE)
 # A line so far that ends at its call's "(": `N. tool(` (parsed early at the matching ")").
 _EARLY_CALL = re.compile(r"^[\s*#>-]*\d+\s*[.):]\s*[A-Za-z_][\w.\-]*\s*\($")
-_PAIRS = {"(": ")", "[": "]", "{": "}"}
 
 
 def parse_task_line(
@@ -197,9 +197,7 @@ class PlanParser:
         self._line_len = 0
         self._line_taken = False
         self._scan = 0  # 0: before the call's "(", 1: inside its arguments, 2: no early parse
-        self._stack: list[str] = []
-        self._quote: str | None = None
-        self._escaped = False
+        self._parens = ParenScanner()
 
     def feed(self, delta: str) -> list[PlanTask]:
         """Add streamed text; return the tasks completed by it."""
@@ -275,41 +273,13 @@ class PlanParser:
         if limit <= start:
             self._scan = 2
             return []
-        close = self._scan_args(piece[:limit], start)
+        close = self._parens.scan(piece[:limit], start)
         if close < 0:
             if len(piece) >= limit:
                 self._scan = 2
             return []
         self._line_taken = True
         return self._line(self._line_text("")[: self._line_len - len(piece) + close + 1])
-
-    def _scan_args(self, piece: str, start: int) -> int:
-        """Advance the argument scanner over `piece`; the index of the call's closing ")"
-        in it, or -1."""
-        stack, quote, escaped = self._stack, self._quote, self._escaped
-        found = -1
-        for i in range(start, len(piece)):
-            ch = piece[i]
-            if quote:
-                if escaped:
-                    escaped = False
-                elif ch == "\\":
-                    escaped = True
-                elif ch == quote:
-                    quote = None
-            elif ch in "\"'":
-                quote = ch
-            elif ch in _PAIRS:
-                stack.append(_PAIRS[ch])
-            elif ch in ")]}":
-                if not stack:
-                    if ch == ")":
-                        found = i
-                        break
-                elif stack[-1] == ch:
-                    stack.pop()
-        self._quote, self._escaped = quote, escaped
-        return found
 
     def _take(self, line: str) -> list[PlanTask]:
         if self._line_taken:  # the call on this line was already parsed at its ")"
