@@ -20,10 +20,14 @@ import httpx
 from llama_index.core.tools import BaseTool, FunctionTool
 
 from llm_compiler import demo_tools
+from llm_compiler.dialects import PlannerContext
+from llm_compiler.dialects.llmcompiler import PlanParser
+from llm_compiler.dialects.llmcompiler.prompts import PlannerInput
 from llm_compiler.grammar import joiner_grammar, plan_grammar
+from llm_compiler.joiner import JoinerInput, parse_joiner_output
 from llm_compiler.local import LocalLLMServer
-from llm_compiler.parser import END_OF_PLAN, PlanParser, parse_joiner_output
-from llm_compiler.prompts import JoinerInput, PlannerInput, RoundRecord
+from llm_compiler.plan import END_OF_PLAN
+from llm_compiler.prompting import PromptContext, RoundRecord, TaskRecord
 from llm_compiler.tools import bind, to_tool, tool_map, validate_arguments
 
 PLAN_STOP = [END_OF_PLAN, "\n###", "\nQuestion:"]
@@ -115,7 +119,8 @@ def plans(base_url: str) -> list[str]:
     rows = []
     for name, raw_tools, question, examples, expected in CASES:
         tools = [to_tool(t) for t in raw_tools]
-        prompt = PlannerInput(tools=tools, question=question, examples=examples).prompt()
+        context = PlannerContext(prompt=PromptContext(question, chat=False), tools=tools)
+        prompt = PlannerInput(context, examples).prompt()
         complete(base_url, prompt, None, ["\n"])  # warm the prompt cache: time generation
         for grammar in (None, plan_grammar(tools)):
             out = complete(base_url, prompt, grammar, PLAN_STOP)
@@ -126,17 +131,19 @@ def plans(base_url: str) -> list[str]:
 
 def joins(base_url: str) -> list[str]:
     """Table rows for the joiner on the demo's capitals round, free and constrained."""
-    lines = [
-        (f'{i}. search("{name}")', _entry(name)) for i, name in enumerate(["France", "Japan"], 1)
+    tasks = [
+        TaskRecord(i, "search", f'{i}. search("{name}")', _entry(name))
+        for i, name in enumerate(["France", "Japan"], 1)
     ]
     rows = []
     for last_round in (False, True):
-        prompt = JoinerInput(
-            question="What are the capitals of France and Japan?",
-            rounds=[RoundRecord(plan_lines=lines)],
+        context = PromptContext(
+            "What are the capitals of France and Japan?",
+            rounds=[RoundRecord(tasks=tasks)],
+            chat=False,
             last_round=last_round,
-            examples=demo_tools.JOINER_EXAMPLES,
-        ).prompt()
+        )
+        prompt = JoinerInput(context, demo_tools.JOINER_EXAMPLES).llm_request().prompt or ""
         complete(base_url, prompt, None, ["\n"])
         grammar = joiner_grammar(allow_replan=not last_round, thought_label=False)
         for g in (None, grammar):

@@ -22,3 +22,15 @@ def test_required_names_are_exported():
     assert {PlanEvent, TaskReady, TaskResult, JoinEvent, ReplanEvent} <= {
         getattr(llm_compiler, n) for n in llm_compiler.__all__
     }
+
+
+def test_moved_modules_keep_their_old_import_paths_for_one_release():
+    from llm_compiler import parser, prompts
+    from llm_compiler.dialects.llmcompiler import PlanParser
+    from llm_compiler.joiner import JoinerInput
+
+    assert parser.PlanParser is PlanParser and prompts.JoinerInput is JoinerInput
+    from llm_compiler.local import LocalLLMServer, main
+    from llm_compiler.models import LocalLLMServer as Server
+
+    assert LocalLLMServer is Server and callable(main)

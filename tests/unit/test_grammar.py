@@ -17,6 +17,7 @@ from llama_index.core.tools import FunctionTool
 from pydantic import BaseModel, create_model
 
 from llm_compiler import demo_tools
+from llm_compiler.dialects.llmcompiler import PlanParser
 from llm_compiler.grammar import (
     gbnf_literal,
     joiner_grammar,
@@ -25,7 +26,7 @@ from llm_compiler.grammar import (
     json_plan_text,
     plan_grammar,
 )
-from llm_compiler.parser import PlanParser, parse_joiner_output
+from llm_compiler.joiner import parse_joiner_output
 from llm_compiler.tools import bind, tool_map
 
 # --------------------------------------------------------------------------- tools
@@ -530,11 +531,14 @@ def complete(server, prompt: str, grammar: str, stop: list[str] | None = None) -
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(("tools", "question", "examples"), PLAN_CASES)
 def test_the_model_plans_only_runnable_calls_under_the_grammar(server, tools, question, examples):
-    from llm_compiler.prompts import PlannerInput
+    from llm_compiler.dialects import PlannerContext
+    from llm_compiler.dialects.llmcompiler.prompts import PlannerInput
+    from llm_compiler.prompting import PromptContext
     from llm_compiler.tools import to_tool, validate_arguments
 
     tools = [to_tool(t) for t in tools]
-    prompt = PlannerInput(tools=tools, question=question, examples=examples).prompt()
+    context = PlannerContext(prompt=PromptContext(question, chat=False), tools=tools)
+    prompt = PlannerInput(context, examples).prompt()
     text = complete(server, prompt, plan_grammar(tools), PLAN_STOP)
     parser = PlanParser()
     parser.feed(text)
@@ -552,19 +556,21 @@ def test_the_model_plans_only_runnable_calls_under_the_grammar(server, tools, qu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("last_round", [False, True])
 def test_the_model_answers_in_joiner_format_under_the_grammar(server, last_round):
-    from llm_compiler.prompts import JoinerInput, RoundRecord
+    from llm_compiler.joiner import JoinerInput
+    from llm_compiler.prompting import PromptContext, RoundRecord, TaskRecord
 
-    lines = [
-        (f'{i}. search("{name}")', demo_tools.find_entry(name)["text"])
+    tasks = [
+        TaskRecord(i, "search", f'{i}. search("{name}")', demo_tools.find_entry(name)["text"])
         for i, name in enumerate(["France", "Japan"], 1)
     ]
-    prompt = JoinerInput(
-        question="What are the capitals of France and Japan?",
-        rounds=[RoundRecord(plan_lines=lines)],
+    context = PromptContext(
+        "What are the capitals of France and Japan?",
+        rounds=[RoundRecord(tasks=tasks)],
+        chat=False,
         last_round=last_round,
-        examples=demo_tools.JOINER_EXAMPLES,
-    ).prompt()
-    assert prompt.endswith("Thought:")
+    )
+    prompt = JoinerInput(context, demo_tools.JOINER_EXAMPLES).llm_request().prompt
+    assert prompt is not None and prompt.endswith("Thought:")
     grammar = joiner_grammar(allow_replan=not last_round, thought_label=False)
     text = complete(server, prompt, grammar, ["<END_OF_RESPONSE>", "\n###", "\nQuestion:"])
     assert accepts(grammar, text), text

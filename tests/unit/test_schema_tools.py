@@ -6,8 +6,8 @@ import pytest
 from llama_index.core.tools import FunctionTool
 
 from llm_compiler import ConfigurationError, LLMCompilerWorkflow
+from llm_compiler.dialects.llmcompiler.prompts import render_actions
 from llm_compiler.plan import PlanTask
-from llm_compiler.prompts import render_actions
 from llm_compiler.schema_tools import (
     SchemaTool,
     normalize_schema,
