@@ -53,8 +53,16 @@ def load_workflows(spec: str) -> dict[str, Workflow]:
 
 
 @asynccontextmanager
-async def demo_workflows() -> AsyncIterator[tuple[dict[str, Workflow], str]]:
-    """The demo tools on the model ``resolve_llm()`` picks; the embedded one with a prompt cache."""
+async def demo_workflows(
+    prompt_cache: bool = False,
+) -> AsyncIterator[tuple[dict[str, Workflow], str]]:
+    """The demo tools on the model ``resolve_llm()`` picks.
+
+    `prompt_cache` gives the embedded model llama-cpp-python's RAM prompt cache. Off by
+    default: on an idle 2-core machine it made a later question's first task slower
+    (median 5.97 s vs 2.14 s, ``benchmarks.first_task``): saving and restoring state
+    costs more than re-reading the prompt, which llama.cpp partly reuses by itself.
+    """
     from llm_compiler import demo_tools
     from llm_compiler.llms import resolve_llm
     from llm_compiler.local import LocalLLMServer, local_llm
@@ -66,8 +74,8 @@ async def demo_workflows() -> AsyncIterator[tuple[dict[str, Workflow], str]]:
     demo_tools.LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "1.5"))
     resolved = resolve_llm()
     async with AsyncExitStack() as stack:
-        if resolved.source == "local":  # the embedded model, with its prompt cache
-            server = LocalLLMServer(extra_args=PROMPT_CACHE_ARGS)
+        if resolved.source == "local":
+            server = LocalLLMServer(extra_args=PROMPT_CACHE_ARGS if prompt_cache else None)
             llm: LLM = local_llm(await stack.enter_async_context(server))
         else:
             llm = await stack.enter_async_context(resolved)
@@ -98,7 +106,7 @@ async def run_server(args: argparse.Namespace) -> None:
         await serve(served, args.host, args.port, on_ready=_announce)
         return
     print("Starting the model…", flush=True)  # noqa: T201
-    async with demo_workflows() as (workflows, model):
+    async with demo_workflows(args.prompt_cache) as (workflows, model):
         served = build_app(workflows, store=store, info={"model": model})
         await serve(served, args.host, args.port, on_ready=_announce)
 
@@ -134,6 +142,12 @@ def parser() -> argparse.ArgumentParser:
         default="memory",
         help="where runs are kept: memory, sqlite:///path.db or postgresql://... "
         "(default: %(default)s)",
+    )
+    serve.add_argument(
+        "--prompt-cache",
+        action="store_true",
+        help="give the embedded model llama.cpp's RAM prompt cache (measured slower on "
+        "small CPUs; see docs/serving.md)",
     )
     return top
 
