@@ -89,7 +89,12 @@ async def test_the_page_shows_the_plan_run_live(browser, overlap, tmp_path):
         await page.reload()
         await page.wait_for_selector("#answer:not([hidden])", timeout=15000)
         assert await page.locator("#dag .node.done").count() == 3
-        assert "What are alpha and beta combined?" in await page.text_content("#runs")
+        # The run list loads on its own request: wait for it rather than race it.
+        await page.wait_for_function(
+            "document.querySelector('#runs').textContent"
+            ".includes('What are alpha and beta combined?')",
+            timeout=15000,
+        )
         assert errors == []
     finally:
         await page.close()
