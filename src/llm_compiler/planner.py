@@ -42,6 +42,8 @@ class TokenStream:
 
     def add(self, delta: str) -> None:
         """Record a delta (published at the next flush)."""
+        if not delta:
+            return
         self.text += delta
         if self.on:
             self.pending.append(delta)

@@ -407,6 +407,7 @@ class LLMCompilerWorkflow(Workflow):
     ) -> JoinerDecision:
         request = self.dialect.joiner_request(self._prompt(state, last_round=last))
         tokens = TokenStream(ctx, self.name, "join", round, self.config.stream_tokens)
+        tokens.add(request.prefill)  # the reply starts with it (``Thought:``): show it too
         usage = TokenUsage()
         text = await stream_call(
             self.llm,

@@ -263,3 +263,14 @@ async def test_arguments_that_do_not_fit_the_schema_are_never_dispatched():
     assert results[1].is_error and "Invalid arguments for multiply: a:" in results[1].output
     assert results[2].output == 6.0
     assert results[4].is_error and "Invalid arguments for multiply: a:" in results[4].output
+
+
+async def test_completion_joiner_tokens_include_the_prefilled_thought_label():
+    from llm_compiler import CompilerStream
+
+    llm = ScriptedLLM(['1. search("a")\n2. join()', " ok.\nAction: Finish(a)"], chat=False)
+    handler = LLMCompilerWorkflow(tools=[search], llm=llm).run(user_msg="q")
+    events = [e async for e in handler.stream_events() if isinstance(e, CompilerStream)]
+    joined = "".join(e.delta for e in events if e.phase == "join")
+    assert str(await handler) == "a"
+    assert joined.startswith("Thought: ok.")
