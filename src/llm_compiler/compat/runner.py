@@ -39,17 +39,24 @@ class _PrivateLoop:
         # Two threads calling one agent's sync methods take turns on its loop.
         self._lock = threading.Lock()
 
-    def run(self, coro: Coroutine[Any, Any, T], method: str) -> T:
+    @staticmethod
+    def check(method: str) -> None:
+        """Raise a clear error when a sync method is called inside a running event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            pass
-        else:
+            return
+        raise ConfigurationError(
+            f"agent.{method}() was called inside a running event loop (async code or a "
+            f"notebook): use `await agent.a{method}(...)` instead."
+        )
+
+    def run(self, coro: Coroutine[Any, Any, T], method: str) -> T:
+        try:
+            self.check(method)
+        except ConfigurationError:
             coro.close()
-            raise ConfigurationError(
-                f"agent.{method}() was called inside a running event loop (async code or a "
-                f"notebook): use `await agent.a{method}(...)` instead."
-            )
+            raise
         with self._lock:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
@@ -232,7 +239,7 @@ class AgentRunner:
     ) -> StreamingAgentChatResponse:
         """Sync :meth:`astream_chat`: iterate ``response.response_gen``."""
         _warn_tool_choice(tool_choice)
-        self._sync.run(asyncio.sleep(0), "stream_chat")  # fail early inside a running loop
+        self._sync.check("stream_chat")
         sources: list[ToolOutput] = []
         deltas = self._deltas(message, chat_history, sources)
 
