@@ -299,8 +299,27 @@ def parse_arguments(
     the ids they were renumbered to (`written_id` is this task's). `names` maps result
     names (``y1``) to task ids; `dollar_refs=False` leaves ``$N`` as plain text (for
     dialects that do not use it, where ``$5`` is an amount). Raises PlanLineError for
-    invalid references.
+    invalid references and for arguments too deep or too large to read (an attribute
+    chain thousands long, a 5,000-digit number): never anything else.
     """
+    try:
+        return _parse_arguments(text, own_id, earlier, alias, written_id, names, dollar_refs)
+    except (RecursionError, MemoryError, ValueError) as e:
+        if isinstance(e, PlanLineError):
+            raise
+        kind = "too deep" if isinstance(e, RecursionError) else "too large"
+        raise PlanLineError(f"Task {own_id}'s arguments are {kind} to read.") from None
+
+
+def _parse_arguments(
+    text: str,
+    own_id: int,
+    earlier: Iterable[int],
+    alias: dict[int, int] | None,
+    written_id: int | None,
+    names: Mapping[str, int] | None,
+    dollar_refs: bool,
+) -> tuple[list[Any], dict[str, Any]]:
     conv = _Converter(own_id, set(earlier), "", alias, written_id, names, dollar_refs)
     if not text.strip():
         return [], {}

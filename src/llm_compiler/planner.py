@@ -145,10 +145,19 @@ class Planner:
         pending: list[PlanTask] = []
         checked: list[PlanTask] = []
 
+        read = 0
+        cut = False
+
         def on_delta(delta: str) -> bool:
+            # Every dialect's plan is bounded here too, whatever its parser bounds itself.
+            nonlocal read, cut
+            room = context.max_plan_chars - read
+            if len(delta) > room:
+                delta, cut = delta[: max(room, 0)], True
+            read += len(delta)
             tokens.add(delta)
             pending.extend(parser.feed(delta))
-            return parser.done
+            return parser.done or cut
 
         def flush() -> None:
             tokens.flush()
@@ -174,6 +183,12 @@ class Planner:
         )
         pending.extend(parser.finish())
         flush()
+        errors = list(parser.errors)
+        if cut and not any("characters" in e for e in errors):
+            errors.append(
+                f"The plan is longer than {context.max_plan_chars} characters; "
+                "the rest was not read."
+            )
         return PlanEvent(
             round=round,
             run_id=run_id,
@@ -181,7 +196,7 @@ class Planner:
             complete=True,
             thoughts=parser.thoughts,
             text=parser.text,
-            errors=parser.errors,
+            errors=errors,
             join_id=parser.join_id,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,

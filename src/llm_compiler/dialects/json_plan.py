@@ -24,7 +24,7 @@ from llama_index.core.tools import BaseTool
 
 from llm_compiler import prompting
 from llm_compiler._llm import LLMRequest
-from llm_compiler.arguments import PlanLineError, parse_json_call
+from llm_compiler.arguments import PlanLineError, nesting_depth, parse_json_call
 from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.dialects.llmcompiler.prompts import render_actions
 from llm_compiler.joiner import JoinerDecision, JoinerInput, parse_joiner_output
@@ -66,6 +66,7 @@ class JsonPlanStream:
     def __init__(self, context: PlannerContext) -> None:
         self.round = context.round
         self.max_tasks = context.max_tasks
+        self.max_arg_depth = context.max_arg_depth
         self.done = False
         self.thoughts: list[str] = []
         self.errors: list[str] = []
@@ -136,10 +137,15 @@ class JsonPlanStream:
         self._count += 1
         task_id = self._next
         self._next += 1
+        if nesting_depth(body) > self.max_arg_depth:
+            message = f"Task {task_id}'s arguments are nested more than {self.max_arg_depth} deep."
+            return [self._bad(task_id, body, message)]
         try:
             obj = json.loads(body)
         except json.JSONDecodeError as e:
             return [self._bad(task_id, body, f"Task {task_id} is not valid JSON: {e.msg}.")]
+        except (RecursionError, MemoryError, ValueError):
+            return [self._bad(task_id, body, f"Task {task_id} is too large to read.")]
         if not isinstance(obj, dict) or not isinstance(obj.get("tool"), str):
             return [self._bad(task_id, body, f'Task {task_id} has no "tool".')]
         written = obj.get("id")
@@ -159,14 +165,15 @@ class JsonPlanStream:
                          round=self.round)]  # fmt: skip
 
     def _bad(self, task_id: int, body: str, error: str, tool: str = "?") -> PlanTask:
-        return PlanTask(id=task_id, tool=tool, text=body, error=error, round=self.round)
+        text = body if len(body) <= 200 else body[:200] + "..."  # it is shown in prompts
+        return PlanTask(id=task_id, tool=tool, text=text, error=error, round=self.round)
 
     def _end(self) -> None:
         self.done = True
         text = self.text.strip().removeprefix("```json").removeprefix("```")
         try:
             obj, _ = json.JSONDecoder().raw_decode(text.strip())
-        except json.JSONDecodeError:
+        except (RecursionError, MemoryError, ValueError):  # JSONDecodeError is a ValueError
             return
         if isinstance(obj, dict) and isinstance(obj.get("thought"), str) and obj["thought"]:
             self.thoughts.append(obj["thought"])
