@@ -18,7 +18,8 @@ import sys
 import time
 from contextlib import AsyncExitStack
 
-from llm_compiler import CompilerStream, LLMCompilerWorkflow, TaskReady, demo_tools
+from llm_compiler import CompilerStream, LLMCompilerWorkflow, TaskReady
+from llm_compiler.demo import tools as demo_tools
 from llm_compiler.local import LocalLLMServer, local_llm
 from llm_compiler.serving.kv import PROMPT_CACHE_ARGS
 

@@ -2,11 +2,11 @@
 
 Run ``python -m benchmarks.grammar`` (needs ``make install-local``). For each question the
 planner prompt goes to llama.cpp's ``/v1/completions`` twice, greedy: free, and under
-:func:`~llm_compiler.grammar.plan_grammar`. A plan is *valid* when it parses without
+:func:`~llm_compiler.dialects.grammar.plan_grammar`. A plan is *valid* when it parses without
 errors, ends with ``join()``, and every call binds to a given tool with arguments of the
 declared types; it is *right* when its calls are exactly the expected ones. The joiner
 answers a finished round of the demo, free and under
-:func:`~llm_compiler.grammar.joiner_grammar`: *valid* when it writes an ``Action:``
+:func:`~llm_compiler.dialects.grammar.joiner_grammar`: *valid* when it writes an ``Action:``
 line, *right* when it finishes with both capitals. Timings exclude prompt processing
 (the prompt is cached by a first, one-line request).
 """
@@ -19,15 +19,15 @@ from typing import Any, Literal
 import httpx
 from llama_index.core.tools import BaseTool, FunctionTool
 
-from llm_compiler import demo_tools
+from llm_compiler.demo import tools as demo_tools
 from llm_compiler.dialects import PlannerContext
+from llm_compiler.dialects.grammar import joiner_grammar, plan_grammar
 from llm_compiler.dialects.llmcompiler import PlanParser
 from llm_compiler.dialects.llmcompiler.prompts import PlannerInput
-from llm_compiler.grammar import joiner_grammar, plan_grammar
-from llm_compiler.joiner import JoinerInput, parse_joiner_output
+from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
+from llm_compiler.dialects.thought_action import JoinerInput, parse_joiner_output
 from llm_compiler.local import LocalLLMServer
 from llm_compiler.plan import END_OF_PLAN
-from llm_compiler.prompting import PromptContext, RoundRecord, TaskRecord
 from llm_compiler.tools import bind, to_tool, tool_map, validate_arguments
 
 PLAN_STOP = [END_OF_PLAN, "\n###", "\nQuestion:"]

@@ -108,7 +108,7 @@ def micro() -> list[tuple[str, float]]:
     from llama_index.core.agent.workflow import AgentStream
 
     from llm_compiler import PlanEvent, PlanTask, TaskReady, TaskResult
-    from llm_compiler.state import CompilerState, TaskOutcome
+    from llm_compiler.engine.state import CompilerState, TaskOutcome
 
     task = PlanTask(id=1, tool="lookup", kwargs={"query": "x"})
     big = CompilerState(

@@ -1,6 +1,6 @@
 """End-to-end answers: full runs (plans, tools, joiner) on the demo tools, answers checked.
 
-The questions need the offline encyclopedia and calculator of ``llm_compiler.demo_tools``;
+The questions need the offline encyclopedia and calculator of ``llm_compiler.demo.tools``;
 an answer is right when it contains every expected name (case, accents and punctuation
 ignored) and every expected number (commas and "million"/"billion" understood, 0.5 %
 tolerance). Run ``python -m evals.answers --help``.
@@ -174,7 +174,7 @@ def markdown(outcomes: Sequence[AnswerOutcome], model: str, date: str) -> str:
 
 async def main_async(args: argparse.Namespace) -> int:
     """Run the questions on the configured model, print and save the results."""
-    from llm_compiler.llms import resolve_llm
+    from llm_compiler.models.resolve import resolve_llm
 
     resolved = resolve_llm()
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -198,7 +198,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 async def main_async(args: argparse.Namespace) -> int:
     """Load, sample, run, print and save."""
-    from llm_compiler.llms import resolve_llm
+    from llm_compiler.models.resolve import resolve_llm
 
     names, notes = split_available([s for s in args.systems.split(",") if s])
     categories = [c for c in args.categories.split(",") if c]

@@ -19,7 +19,7 @@ from evals.checker import Call
 from evals.data import Item
 from llm_compiler import CompiledPlan, LLMCompilerWorkflow, PlanTask
 from llm_compiler.dialects import JsonPlanDialect
-from llm_compiler.schema_tools import SchemaTool
+from llm_compiler.tools.schema import SchemaTool
 
 
 @dataclass

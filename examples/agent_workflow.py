@@ -27,7 +27,7 @@ from llama_index.core.llms import ChatMessage
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 
 from llm_compiler import LLMCompilerAgent, LLMCompilerError, demo_tools
-from llm_compiler.llms import resolve_llm
+from llm_compiler.models.resolve import resolve_llm
 
 QUESTION = "What are the capitals of France and Japan?"
 

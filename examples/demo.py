@@ -3,7 +3,7 @@
 Run: ``make demo`` (or ``.venv/bin/python examples/demo.py "your question"``). Chain-of-
 Abstraction instead of LLMCompiler plans: ``make demo DIALECT=coa`` (or ``--dialect coa``).
 
-The model comes from the environment (``llm_compiler.llms.resolve_llm``): OpenAI with
+The model comes from the environment (``llm_compiler.models.resolve.resolve_llm``): OpenAI with
 ``OPENAI_API_KEY``, any OpenAI-compatible server with ``LLM_COMPILER_API_BASE``, else the
 embedded Gemma 3 270M on a local llama.cpp server that this script starts and stops. The
 tools are offline: a small encyclopedia and a calculator (``demo_tools.py``).
@@ -30,7 +30,7 @@ from llm_compiler import (
     TaskResult,
     demo_tools,
 )
-from llm_compiler.llms import resolve_llm
+from llm_compiler.models.resolve import resolve_llm
 from llm_compiler.plan import render_call
 
 QUESTION = "What are the capitals of France and Japan?"

@@ -1,9 +1,13 @@
 """LLMCompiler: parallel function calling as an event-driven LlamaIndex workflow."""
 
-from llm_compiler.agent import LLMCompilerAgent
-from llm_compiler.coa import ChainOfAbstractionWorkflow, CoAAgent
+from llm_compiler import _aliases
+from llm_compiler.agents import CoAAgent, LLMCompilerAgent
 from llm_compiler.config import CompilerConfig
 from llm_compiler.dialects import LLMCompilerDialect, PlanDialect
+from llm_compiler.dialects.coa.workflow import ChainOfAbstractionWorkflow
+from llm_compiler.engine.state import CompilerState
+from llm_compiler.engine.summary import CompilerOutput, RunSummary, TaskSummary
+from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import ConfigurationError, LLMCallError, LLMCompilerError, RunError
 from llm_compiler.events import (
     CompiledPlan,
@@ -17,11 +21,8 @@ from llm_compiler.events import (
     TaskReady,
     TaskResult,
 )
-from llm_compiler.mermaid import to_mermaid
 from llm_compiler.plan import PlanTask
-from llm_compiler.state import CompilerState
-from llm_compiler.summary import CompilerOutput, RunSummary, TaskSummary
-from llm_compiler.workflow import LLMCompilerWorkflow
+from llm_compiler.serving.mermaid import to_mermaid
 
 __all__ = [
     "ChainOfAbstractionWorkflow",
@@ -52,3 +53,5 @@ __all__ = [
     "TaskSummary",
     "to_mermaid",
 ]
+
+_aliases.install()

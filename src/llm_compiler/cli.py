@@ -30,7 +30,7 @@ def load_workflows(spec: str) -> dict[str, Workflow]:
     Raises:
         ConfigurationError: The spec is malformed, cannot be imported or is no workflow.
     """
-    from llm_compiler.workflow import LLMCompilerWorkflow
+    from llm_compiler.engine.workflow import LLMCompilerWorkflow
 
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
@@ -63,12 +63,12 @@ async def demo_workflows(
     (median 5.97 s vs 2.14 s, ``benchmarks.first_task``): saving and restoring state
     costs more than re-reading the prompt, which llama.cpp partly reuses by itself.
     """
-    from llm_compiler import demo_tools
-    from llm_compiler.llms import resolve_llm
+    from llm_compiler.demo import tools as demo_tools
+    from llm_compiler.engine.workflow import LLMCompilerWorkflow
     from llm_compiler.local import LocalLLMServer, local_llm
+    from llm_compiler.models.resolve import resolve_llm
     from llm_compiler.serving.kv import PROMPT_CACHE_ARGS
     from llm_compiler.tools import ToolLike
-    from llm_compiler.workflow import LLMCompilerWorkflow
 
     # As in `make demo`: lookups take as long as a web request would, so the overlap shows.
     demo_tools.LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "1.5"))

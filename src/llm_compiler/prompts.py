@@ -1,7 +1,7 @@
 """Deprecated location (one release): the prompts moved.
 
 Planner: :mod:`llm_compiler.dialects.llmcompiler.prompts`; joiner:
-:mod:`llm_compiler.joiner`; shared records: :mod:`llm_compiler.prompting`.
+:mod:`llm_compiler.dialects.thought_action`; shared records: :mod:`llm_compiler.dialects.prompting`.
 """
 
 from llm_compiler.dialects.llmcompiler.prompts import (
@@ -12,8 +12,13 @@ from llm_compiler.dialects.llmcompiler.prompts import (
     PlannerInput,
     render_actions,
 )
-from llm_compiler.joiner import JOINER_EXAMPLES, JOINER_INSTRUCTIONS, LAST_ROUND_NOTE, JoinerInput
-from llm_compiler.prompting import RoundRecord, render_conversation, render_history
+from llm_compiler.dialects.prompting import RoundRecord, render_conversation, render_history
+from llm_compiler.dialects.thought_action import (
+    JOINER_EXAMPLES,
+    JOINER_INSTRUCTIONS,
+    LAST_ROUND_NOTE,
+    JoinerInput,
+)
 
 __all__ = [
     "EXAMPLE_NOTE",

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_compiler.arguments import parse_arguments
+from llm_compiler.dialects.arguments import parse_arguments
 from llm_compiler.dialects.coa import CoAParser, fill_in
-from llm_compiler.prompting import TaskRecord
+from llm_compiler.dialects.prompting import TaskRecord
 
 
 def parse(text: str, chunk: int = 0) -> CoAParser:

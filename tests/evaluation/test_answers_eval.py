@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from evals.answers import QUESTIONS, Question, is_right, markdown, numbers, run_answers
-from llm_compiler import demo_tools
+from llm_compiler.demo import tools as demo_tools
 from llm_compiler.testing import LLMCall, ScriptedLLM
 
 

@@ -9,7 +9,7 @@ from llm_compiler import LLMCompilerWorkflow, PlanEvent, TaskResult
 from llm_compiler.dialects import JsonPlanDialect, PlannerContext
 from llm_compiler.dialects.coa.parser import CoAParser
 from llm_compiler.dialects.json_plan import JsonPlanStream
-from llm_compiler.prompting import PromptContext
+from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.testing import ScriptedLLM
 
 FINISH = "Thought: ok.\nAction: Finish({})"

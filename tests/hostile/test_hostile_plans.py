@@ -10,7 +10,7 @@ from hostile_helpers import FINISH, results, run
 
 from llm_compiler import LLMCompilerWorkflow
 from llm_compiler.dialects.llmcompiler import PlanParser
-from llm_compiler.joiner import parse_joiner_output
+from llm_compiler.dialects.thought_action import parse_joiner_output
 from llm_compiler.testing import ScriptedLLM
 
 

@@ -18,8 +18,8 @@ def fake_openai() -> Iterator[FakeOpenAI]:
 
 
 def load_demo_tools() -> ModuleType:
-    """The demo tools module (``llm_compiler.demo_tools``)."""
-    from llm_compiler import demo_tools
+    """The demo tools module (``llm_compiler.demo.tools``)."""
+    from llm_compiler.demo import tools as demo_tools
 
     return demo_tools
 

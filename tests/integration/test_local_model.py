@@ -31,7 +31,7 @@ if _MISSING:
 
 pytestmark = [pytest.mark.llm, pytest.mark.timeout(300)]
 
-# Few-shot plans for the demo tools (llm_compiler.demo_tools). With the engine's generic
+# Few-shot plans for the demo tools (llm_compiler.demo.tools). With the engine's generic
 # examples the 270M model writes one task and join(); with these it writes one line per entity.
 DEMO_PLANNER_EXAMPLES = load_demo_tools().PLANNER_EXAMPLES
 PLAN_PROMPT = (

@@ -29,7 +29,7 @@ from llm_compiler import (
     TaskReady,
     TaskResult,
 )
-from llm_compiler._llm import COMPLETION_MAX_TOKENS
+from llm_compiler.engine.llm import COMPLETION_MAX_TOKENS
 
 from .fake_openai import (
     CHAT_PATH,

@@ -246,7 +246,7 @@ async def test_the_llama_agents_client_rebuilds_typed_events(base_url):
     from llama_index.core.agent.workflow import AgentOutput
 
     from llm_compiler import CompilerStream, JoinEvent, PlanEvent, TaskReady, TaskResult
-    from llm_compiler.mermaid import to_mermaid
+    from llm_compiler.serving.mermaid import to_mermaid
 
     registry = [PlanEvent, TaskReady, TaskResult, JoinEvent, CompilerStream]
     client = WorkflowClient(base_url=base_url)

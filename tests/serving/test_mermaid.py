@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from llm_compiler import LLMCompilerWorkflow
-from llm_compiler.mermaid import run_graph, to_mermaid
+from llm_compiler.serving.mermaid import run_graph, to_mermaid
 
 from .conftest import ANSWER, PLAN, combine, scripted, sse, start_run
 

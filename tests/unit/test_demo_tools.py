@@ -1,4 +1,4 @@
-"""The offline demo tools: safe calculator and encyclopedia (llm_compiler.demo_tools)."""
+"""The offline demo tools: safe calculator and encyclopedia (llm_compiler.demo.tools)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from llm_compiler import demo_tools
+from llm_compiler.demo import tools as demo_tools
 
 calculator = demo_tools.calculator
 

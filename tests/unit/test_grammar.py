@@ -16,9 +16,8 @@ from gbnf_check import accepts, parse
 from llama_index.core.tools import FunctionTool
 from pydantic import BaseModel, create_model
 
-from llm_compiler import demo_tools
-from llm_compiler.dialects.llmcompiler import PlanParser
-from llm_compiler.grammar import (
+from llm_compiler.demo import tools as demo_tools
+from llm_compiler.dialects.grammar import (
     gbnf_literal,
     joiner_grammar,
     json_line_tools,
@@ -26,7 +25,8 @@ from llm_compiler.grammar import (
     json_plan_text,
     plan_grammar,
 )
-from llm_compiler.joiner import parse_joiner_output
+from llm_compiler.dialects.llmcompiler import PlanParser
+from llm_compiler.dialects.thought_action import parse_joiner_output
 from llm_compiler.tools import bind, tool_map
 
 # --------------------------------------------------------------------------- tools
@@ -533,7 +533,7 @@ def complete(server, prompt: str, grammar: str, stop: list[str] | None = None) -
 def test_the_model_plans_only_runnable_calls_under_the_grammar(server, tools, question, examples):
     from llm_compiler.dialects import PlannerContext
     from llm_compiler.dialects.llmcompiler.prompts import PlannerInput
-    from llm_compiler.prompting import PromptContext
+    from llm_compiler.dialects.prompting import PromptContext
     from llm_compiler.tools import to_tool, validate_arguments
 
     tools = [to_tool(t) for t in tools]
@@ -556,8 +556,8 @@ def test_the_model_plans_only_runnable_calls_under_the_grammar(server, tools, qu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("last_round", [False, True])
 def test_the_model_answers_in_joiner_format_under_the_grammar(server, last_round):
-    from llm_compiler.joiner import JoinerInput
-    from llm_compiler.prompting import PromptContext, RoundRecord, TaskRecord
+    from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
+    from llm_compiler.dialects.thought_action import JoinerInput
 
     tasks = [
         TaskRecord(i, "search", f'{i}. search("{name}")', demo_tools.find_entry(name)["text"])

@@ -6,11 +6,11 @@ import pytest
 from llama_index.llms.openai import OpenAI
 from llama_index.llms.openai_like import OpenAILike
 
-import llm_compiler.llms as llms
 import llm_compiler.models.gguf as gguf
+import llm_compiler.models.resolve as llms
 from llm_compiler.errors import ConfigurationError
-from llm_compiler.llms import ResolvedLLM, resolve_llm
 from llm_compiler.local import LocalModelUnavailable
+from llm_compiler.models.resolve import ResolvedLLM, resolve_llm
 
 ENV = ("OPENAI_API_KEY", "LLM_COMPILER_API_BASE", "LLM_COMPILER_MODEL", "LLM_COMPILER_API_KEY",
        "LLM_COMPILER_CHAT")  # fmt: skip

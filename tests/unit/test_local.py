@@ -19,7 +19,7 @@ from llm_compiler.local import (
     local_llm,
 )
 
-# Stand-ins for `python -m llm_compiler._llama_server`; each blocks on stdin like it does.
+# Stand-ins for `python -m llm_compiler.models.llama_server`; each blocks on stdin like it does.
 READY = "print('INFO:     Uvicorn running on http://127.0.0.1:1'); import sys; sys.stdin.read()"
 CRASH = "print('loading model'); print('ValueError: Failed to load model'); raise SystemExit(3)"
 SILENT = "import sys; sys.stdin.read()"
@@ -144,7 +144,7 @@ def test_local_llm_is_a_completion_client_for_the_server():
 
 def test_command_serves_the_model_on_loopback():
     command = LocalLLMServer(n_ctx=4096, n_threads=2).command(Path("m.gguf"), 9000)
-    assert command[1:3] == ["-m", "llm_compiler._llama_server"]
+    assert command[1:3] == ["-m", "llm_compiler.models.llama_server"]
     options = dict(zip(command[3::2], command[4::2], strict=True))
     assert options["--host"] == "127.0.0.1"
     assert options["--port"] == "9000"

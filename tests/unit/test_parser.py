@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from llm_compiler.arguments import parse_arguments
+from llm_compiler.dialects.arguments import parse_arguments
 from llm_compiler.dialects.llmcompiler import PlanParser, parse_task_line
-from llm_compiler.joiner import parse_joiner_output
+from llm_compiler.dialects.thought_action import parse_joiner_output
 from llm_compiler.plan import ref
 
 

@@ -7,8 +7,8 @@ import pytest
 from llm_compiler.dialects import PlannerContext
 from llm_compiler.dialects.json_plan import JsonPlanStream
 from llm_compiler.dialects.llmcompiler import PlanParser
+from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.plan import error_kind
-from llm_compiler.prompting import PromptContext
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from llm_compiler.grammar import plan_grammar
+from llm_compiler.dialects.grammar import plan_grammar
 from llm_compiler.tools import signature, to_tool, validate_arguments
 
 

@@ -7,8 +7,8 @@ from llama_index.core.tools import FunctionTool
 
 from llm_compiler.dialects import LLMCompilerDialect, PlannerContext
 from llm_compiler.dialects.llmcompiler import prompts
-from llm_compiler.joiner import LAST_ROUND_NOTE, JoinerInput
-from llm_compiler.prompting import PromptContext, RoundRecord, TaskRecord
+from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
+from llm_compiler.dialects.thought_action import LAST_ROUND_NOTE, JoinerInput
 
 
 def search(query: str, k: int = 3) -> str:

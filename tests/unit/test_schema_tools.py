@@ -8,7 +8,9 @@ from llama_index.core.tools import FunctionTool
 from llm_compiler import ConfigurationError, LLMCompilerWorkflow
 from llm_compiler.dialects.llmcompiler.prompts import render_actions
 from llm_compiler.plan import PlanTask
-from llm_compiler.schema_tools import (
+from llm_compiler.testing import ScriptedLLM
+from llm_compiler.tools import bind, call_tool, parameters, required, signature, validate_arguments
+from llm_compiler.tools.schema import (
     SchemaTool,
     normalize_schema,
     parse_definition,
@@ -16,8 +18,6 @@ from llm_compiler.schema_tools import (
     tool_json_schema,
     tools_from_schemas,
 )
-from llm_compiler.testing import ScriptedLLM
-from llm_compiler.tools import bind, call_tool, parameters, required, signature, validate_arguments
 
 FLIGHTS = {
     "type": "function",

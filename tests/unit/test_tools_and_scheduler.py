@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from llama_index.core.tools import FunctionTool
 
-from llm_compiler._scheduler import Scheduler
+from llm_compiler.engine.scheduler import Scheduler
+from llm_compiler.engine.state import CompilerState, TaskOutcome
 from llm_compiler.plan import PlanTask, ref
-from llm_compiler.state import CompilerState, TaskOutcome
 from llm_compiler.tools import bind, jsonable, signature, validate_arguments
 
 

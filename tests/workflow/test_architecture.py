@@ -20,12 +20,12 @@ from llm_compiler import (
     PlanTask,
     TaskResult,
 )
-from llm_compiler._llm import LLMRequest
 from llm_compiler.dialects import PlanDialect, PlannerContext
-from llm_compiler.joiner import JoinerDecision
+from llm_compiler.dialects.prompting import PromptContext
+from llm_compiler.dialects.thought_action import JoinerDecision
+from llm_compiler.engine.llm import LLMRequest
+from llm_compiler.engine.summary import CompilerOutput
 from llm_compiler.plan import ref
-from llm_compiler.prompting import PromptContext
-from llm_compiler.summary import CompilerOutput
 from llm_compiler.testing import ScriptedLLM
 
 FINISH = "Thought: ok.\nAction: Finish({})"

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from llm_compiler import LLMCompilerWorkflow, TaskResult
 from llm_compiler.dialects import PlannerContext
 from llm_compiler.dialects.json_plan import JsonPlanDialect, JsonPlanStream
+from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.plan import ref
-from llm_compiler.prompting import PromptContext
 from llm_compiler.testing import ScriptedLLM
 
 FINISH = "Thought: ok.\nAction: Finish({})"

@@ -9,15 +9,15 @@ from typing import Any
 from llama_index.core.llms import LLM, ChatMessage, MessageRole
 from llama_index.core.prompts import PromptTemplate
 
-from llm_compiler import prompting
-from llm_compiler._llm import LLMRequest
 from llm_compiler.compat._worker import LegacyPack, LegacyWorker, split_options
+from llm_compiler.dialects import prompting as prompting
 from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
+from llm_compiler.dialects.prompting import PromptContext
+from llm_compiler.dialects.thought_action import JOIN_STOP
+from llm_compiler.engine.llm import LLMRequest
+from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import ConfigurationError
-from llm_compiler.joiner import JOIN_STOP
-from llm_compiler.prompting import PromptContext
-from llm_compiler.workflow import LLMCompilerWorkflow
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,9 +24,9 @@ from llama_index.core.memory import BaseMemory, ChatMemoryBuffer
 from llama_index.core.tools import ToolOutput
 
 from llm_compiler.compat._verbose import VerbosePrinter
+from llm_compiler.engine.summary import CompilerOutput
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.events import CompilerStream, TaskReady, TaskResult
-from llm_compiler.summary import CompilerOutput
 
 T = TypeVar("T")
 

@@ -18,10 +18,10 @@ from typing import Protocol, runtime_checkable
 
 from llama_index.core.tools import BaseTool
 
-from llm_compiler._llm import LLMRequest
-from llm_compiler.joiner import JoinerDecision
+from llm_compiler.dialects.prompting import PromptContext, RoundRecord
+from llm_compiler.dialects.thought_action import JoinerDecision
+from llm_compiler.engine.llm import LLMRequest
 from llm_compiler.plan import PlanTask
-from llm_compiler.prompting import PromptContext, RoundRecord
 
 
 @dataclass(frozen=True)

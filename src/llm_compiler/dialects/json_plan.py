@@ -22,14 +22,14 @@ from typing import Any
 
 from llama_index.core.tools import BaseTool
 
-from llm_compiler import prompting
-from llm_compiler._llm import LLMRequest
-from llm_compiler.arguments import PlanLineError, nesting_depth, parse_json_call
+from llm_compiler.dialects import prompting as prompting
+from llm_compiler.dialects.arguments import PlanLineError, nesting_depth, parse_json_call
 from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.dialects.llmcompiler.prompts import render_actions
-from llm_compiler.joiner import JoinerDecision, JoinerInput, parse_joiner_output
+from llm_compiler.dialects.prompting import PromptContext
+from llm_compiler.dialects.thought_action import JoinerDecision, JoinerInput, parse_joiner_output
+from llm_compiler.engine.llm import LLMRequest
 from llm_compiler.plan import PlanTask, iter_refs
-from llm_compiler.prompting import PromptContext
 
 JSON_INSTRUCTIONS = """\
 Given a question, write a plan of tool calls that answers it with as many calls running \

@@ -1,7 +1,7 @@
 """llama.cpp's OpenAI-compatible server for a GGUF model, as a child process.
 
 Readiness is read from the server's own output (no polling); the child never outlives its
-parent (see :mod:`llm_compiler._llama_server`).
+parent (see :mod:`llm_compiler.models.llama_server`).
 
 Example::
 
@@ -107,7 +107,8 @@ class LocalLLMServer:
     def command(self, model: Path, port: int) -> list[str]:
         """The command line that runs the server."""
         return [
-            sys.executable, "-m", "llm_compiler._llama_server",  # llama_cpp.server + orphan watch
+            # llama_cpp.server + orphan watch
+            sys.executable, "-m", "llm_compiler.models.llama_server",
             "--model", str(model),
             "--model_alias", MODEL_NAME,
             "--host", self.host,

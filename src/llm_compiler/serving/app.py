@@ -21,12 +21,12 @@ from starlette.staticfiles import StaticFiles
 from workflows import Workflow
 from workflows.events import Event
 
+from llm_compiler.engine.state import CompilerState
+from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.events import PlanApprovalResponse
-from llm_compiler.mermaid import to_mermaid
 from llm_compiler.serving.guard import MAX_BODY_BYTES, ASGIApp, RequestGuard
-from llm_compiler.state import CompilerState
-from llm_compiler.workflow import LLMCompilerWorkflow
+from llm_compiler.serving.mermaid import to_mermaid
 
 if TYPE_CHECKING:
     from llama_agents.server import AbstractWorkflowStore, WorkflowServer

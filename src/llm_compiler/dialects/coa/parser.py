@@ -6,7 +6,7 @@ A reasoning is prose with inline calls::
     revenue 2021") = y2], a difference of [FUNC subtract(y1, y2) = y3].
 
 Each ``[FUNC ...]`` becomes a :class:`~llm_compiler.plan.PlanTask` the moment its closing
-``]`` has streamed. Arguments are parsed by :mod:`llm_compiler.arguments` (``ast``, never
+``]`` has streamed. Arguments are parsed by :mod:`llm_compiler.dialects.arguments` (``ast``, never
 ``eval``) with the names of earlier results (``y1``) as references; ``$5`` stays text.
 After the calls ran, :func:`fill_in` writes each result into the reasoning, by whole
 words in one pass: ``y1`` never matches inside ``y10``, and a result that happens to
@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_compiler.arguments import PlanLineError, find_closing_paren, parse_arguments
+from llm_compiler.dialects.arguments import PlanLineError, find_closing_paren, parse_arguments
+from llm_compiler.dialects.prompting import TaskRecord
 from llm_compiler.plan import PlanTask, iter_refs
-from llm_compiler.prompting import TaskRecord
 
 _OPEN = re.compile(r"\[[ \t]*FUNC[ \t]+", re.IGNORECASE)
 _CALL = re.compile(r"([A-Za-z_][\w.\-]*)[ \t]*\(")

@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from llm_compiler._llm import LLMRequest
 from llm_compiler.dialects.base import PlannerContext
+from llm_compiler.dialects.grammar import plan_grammar
 from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
 from llm_compiler.dialects.llmcompiler.prompts import PlannerInput
-from llm_compiler.grammar import plan_grammar
-from llm_compiler.joiner import JoinerDecision, JoinerInput, parse_joiner_output
+from llm_compiler.dialects.prompting import PromptContext
+from llm_compiler.dialects.thought_action import JoinerDecision, JoinerInput, parse_joiner_output
+from llm_compiler.engine.llm import LLMRequest
 from llm_compiler.plan import END_OF_PLAN
-from llm_compiler.prompting import PromptContext
 
 #: The planner's stop sequences: its end marker, and the start of a new few-shot example.
 PLAN_STOP = (END_OF_PLAN, "\nQuestion:")
@@ -46,7 +46,7 @@ class LLMCompilerDialect:
         """Messages for chat models, one few-shot prompt for completion models.
 
         With constrained decoding the request carries a GBNF grammar from the tools
-        (:func:`~llm_compiler.grammar.plan_grammar`): only given tools, typed arguments,
+        (:func:`~llm_compiler.dialects.grammar.plan_grammar`): only given tools, typed arguments,
         references to earlier tasks, numbered lines, and ``join()`` after at most
         ``grammar_max_tasks`` tasks (small models otherwise repeat calls).
         """

@@ -1,7 +1,7 @@
 """The LLMCompiler plan format: a streaming parser of numbered plan lines.
 
 Feed it token deltas and it returns each task as soon as its line is complete (at the
-call's closing parenthesis). Arguments are parsed by :mod:`llm_compiler.arguments`.
+call's closing parenthesis). Arguments are parsed by :mod:`llm_compiler.dialects.arguments`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from llm_compiler.arguments import (
+from llm_compiler.dialects.arguments import (
     ParenScanner,
     PlanLineError,
     find_closing_paren,

@@ -9,11 +9,11 @@ from typing import Any
 
 from llama_index.core.tools import BaseTool
 
-from llm_compiler import prompting
 from llm_compiler import tools as _tools
-from llm_compiler._schema import tool_spec
+from llm_compiler.dialects import prompting as prompting
 from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.plan import END_OF_PLAN
+from llm_compiler.tools.spec import tool_spec
 
 PLANNER_INSTRUCTIONS = """\
 Given a question, write a plan of actions that answers it with as many actions running \

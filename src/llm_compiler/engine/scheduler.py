@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_compiler.engine.state import CompilerState, RoundState, TaskOutcome
 from llm_compiler.events import PlanEvent
 from llm_compiler.plan import PlanTask, iter_refs, resolve_kwargs
-from llm_compiler.state import CompilerState, RoundState, TaskOutcome
 
 
 @dataclass

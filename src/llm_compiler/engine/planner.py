@@ -14,13 +14,13 @@ from llama_index.core.llms import LLM
 from workflows import Context
 from workflows.events import Event
 
-from llm_compiler._llm import TokenUsage, stream_call
 from llm_compiler.config import CompilerConfig
 from llm_compiler.dialects.base import PlanDialect, PlannerContext
+from llm_compiler.dialects.prompting import PromptContext
+from llm_compiler.engine.llm import TokenUsage, stream_call
+from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import CompilerStream, PlanEvent
 from llm_compiler.plan import PlanTask
-from llm_compiler.prompting import PromptContext
-from llm_compiler.state import CompilerState
 from llm_compiler.tools import ToolSet, bind, validate_arguments
 
 

@@ -1,9 +1,9 @@
-"""Chain-of-Abstraction on the compiler's engine: the workflow and the AgentWorkflow agent.
+"""Chain-of-Abstraction as a workflow on the compiler's engine.
 
-Both are the LLMCompiler engine (the same events, streaming scheduler, parallel
-executor, limits, state and UI) with the :class:`~llm_compiler.dialects.coa.CoADialect`
-and no replanning: one reasoning call, the calls in parallel, one answer call (none
-when the reasoning calls nothing).
+It is the LLMCompiler engine (the same events, streaming scheduler, parallel executor,
+limits, state and UI) with the :class:`~llm_compiler.dialects.coa.CoADialect` and no
+replanning: one reasoning call, the calls in parallel, one answer call (none when the
+reasoning calls nothing).
 """
 
 from __future__ import annotations
@@ -12,14 +12,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.llms import LLM
-from pydantic import Field, model_validator
 
-from llm_compiler.agent import LLMCompilerAgent
 from llm_compiler.config import CompilerConfig, make_config
 from llm_compiler.dialects.coa import CoADialect
+from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.tools import ToolLike
-from llm_compiler.workflow import LLMCompilerWorkflow
 
 
 def _no_replans(config: CompilerConfig | None, options: dict[str, Any]) -> CompilerConfig:
@@ -35,7 +33,7 @@ class ChainOfAbstractionWorkflow(LLMCompilerWorkflow):
     """Chain-of-Abstraction as a LlamaIndex workflow on the LLMCompiler engine.
 
     ``await wf.run(user_msg=...)`` returns a ``CompilerOutput`` like
-    :class:`~llm_compiler.workflow.LLMCompilerWorkflow`, and streams the same events.
+    :class:`~llm_compiler.engine.workflow.LLMCompilerWorkflow`, and streams the same events.
 
     Args:
         tools: llama-index tools or plain callables.
@@ -81,21 +79,4 @@ class ChainOfAbstractionWorkflow(LLMCompilerWorkflow):
         )
 
 
-class CoAAgent(LLMCompilerAgent):
-    """Chain-of-Abstraction as one agent of a llama-index ``AgentWorkflow``.
-
-    Each turn writes a reasoning with inline calls, runs them in parallel and answers
-    from the filled-in reasoning. The ``handoff`` tool works as a call like any other.
-    """
-
-    dialect: Any = Field(default_factory=CoADialect, description="The CoA dialect.")
-
-    @model_validator(mode="after")
-    def _never_replan(self) -> CoAAgent:
-        # The joiner of CoA only answers, so replans could never happen; 0 says so.
-        if self.config.max_replans:
-            object.__setattr__(self, "config", self.config.model_copy(update={"max_replans": 0}))
-        return self
-
-
-__all__ = ["ChainOfAbstractionWorkflow", "CoAAgent", "CoADialect"]
+__all__ = ["ChainOfAbstractionWorkflow"]

@@ -11,9 +11,10 @@ from typing import Any
 
 from llama_index.core.tools import BaseTool
 
-from llm_compiler import tools as _tools
+from llm_compiler.tools import adapt
 
-# Recursive models (a tree of nodes) would inline forever; past this depth a value is "any".
+# Recursive models (a tree of nodes) would inline forever: past this many nested references
+# a value is "any".
 MAX_DEPTH = 6
 # What parser._CALL accepts as the tool of a `name(...)` line (ASCII only, to be safe).
 _CALL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -47,13 +48,29 @@ class ToolSpec:
         return (
             _CALL_NAME.fullmatch(self.name) is not None
             and self.name.lower() != "join"
-            and all(p.name.isidentifier() and not keyword.iskeyword(p.name) for p in self.params)
+            and all(is_identifier(p.name) for p in self.params)
         )
+
+
+def parameters(tool: BaseTool) -> list[str]:
+    """The tool's parameter names, in signature order."""
+    schema = tool.metadata.fn_schema
+    if schema is None:
+        return ["input"]
+    return list(schema.model_fields)
+
+
+def required(tool: BaseTool) -> list[str]:
+    """The tool's required parameter names."""
+    schema = tool.metadata.fn_schema
+    if schema is None:
+        return ["input"]
+    return [n for n, f in schema.model_fields.items() if f.is_required()]
 
 
 def tool_specs(tools: Sequence[Any]) -> list[ToolSpec]:
     """The specs of `tools` (BaseTools or callables), in the order given."""
-    return [tool_spec(_tools.to_tool(t)) for t in tools]
+    return [tool_spec(adapt.to_tool(t)) for t in tools]
 
 
 _SPECS: weakref.WeakKeyDictionary[BaseTool, ToolSpec] = weakref.WeakKeyDictionary()
@@ -82,45 +99,59 @@ def _build_spec(tool: BaseTool) -> ToolSpec:
     try:
         schema = tool.metadata.get_parameters_dict()
     except Exception:  # unresolvable annotations: the names are still known
-        required = set(_tools.required(tool))
-        params = tuple(Param(p, ANY, p in required) for p in _tools.parameters(tool))
+        required = set(required(tool))
+        params = tuple(Param(p, ANY, p in required) for p in parameters(tool))
         return ToolSpec(name, params)
-    defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+    defs = schema_defs(schema)
     required = set(schema.get("required", ()))
     params = tuple(
-        Param(pname, inline(prop, defs), pname in required)
+        Param(pname, inline_refs(prop, defs), pname in required)
         for pname, prop in schema.get("properties", {}).items()
     )
     return ToolSpec(name, params)
 
 
-def inline(schema: Any, defs: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
-    """`schema` with ``$ref`` to its definitions replaced by their targets.
+def is_identifier(name: str) -> bool:
+    """Whether `name` can be written as a Python keyword argument (``from`` cannot)."""
+    return name.isidentifier() and not keyword.iskeyword(name)
 
-    ``allOf`` of one schema (pydantic's wrapper for a described reference) is unwrapped;
-    several are merged. Past MAX_DEPTH, or for an unknown reference, the value is "any".
+
+def inline_refs(schema: Any, defs: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
+    """`schema` with local ``$ref``s (``#/$defs/X``, ``#/definitions/X``) replaced.
+
+    The one reference walker: tool specs, grammars, prompt signatures and JSON-schema tools
+    all read schemas through it. ``allOf`` (pydantic's wrapper for a described reference)
+    is merged. A reference nests `depth` one deeper; past MAX_DEPTH (a recursive model)
+    the value is "any" (``{}``), and so is an unknown or remote reference (its siblings,
+    such as a description, stay).
     """
-    if not isinstance(schema, Mapping) or depth > MAX_DEPTH:
+    if not isinstance(schema, Mapping):
         return dict(ANY)
-    out = dict(schema)
+    out = {k: v for k, v in schema.items() if k not in ("$defs", "definitions")}
     if "$ref" in out:
-        target = defs.get(str(out.pop("$ref")).rsplit("/", 1)[-1])
-        if target is None:
-            return dict(ANY)
-        out = {**inline(target, defs, depth + 1), **out}
+        ref = str(out.pop("$ref"))
+        key = ref.rpartition("/")[2]
+        known = ref.startswith(("#/$defs/", "#/definitions/")) and key in defs
+        if known and depth < MAX_DEPTH:
+            out = {**inline_refs(defs[key], defs, depth + 1), **inline_refs(out, defs, depth)}
+        return out if known or out else dict(ANY)
     if "allOf" in out:
-        parts = [inline(s, defs, depth + 1) for s in out.pop("allOf")]
+        parts = [inline_refs(s, defs, depth) for s in out.pop("allOf")]
         out = {**_merge(parts), **out}
-    for key in ("anyOf", "oneOf"):
-        if key in out:
-            out[key] = [inline(s, defs, depth + 1) for s in out[key]]
-    if isinstance(out.get("items"), Mapping):
-        out["items"] = inline(out["items"], defs, depth + 1)
+    for key in ("anyOf", "oneOf", "prefixItems"):
+        if isinstance(out.get(key), list):
+            out[key] = [inline_refs(s, defs, depth) for s in out[key]]
+    for key in ("items", "additionalProperties"):
+        if isinstance(out.get(key), Mapping):
+            out[key] = inline_refs(out[key], defs, depth)
     if isinstance(out.get("properties"), Mapping):
-        out["properties"] = {k: inline(v, defs, depth + 1) for k, v in out["properties"].items()}
-    if isinstance(out.get("additionalProperties"), Mapping):
-        out["additionalProperties"] = inline(out["additionalProperties"], defs, depth + 1)
+        out["properties"] = {k: inline_refs(v, defs, depth) for k, v in out["properties"].items()}
     return out
+
+
+def schema_defs(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The definitions a schema's local references point into."""
+    return {**schema.get("definitions", {}), **schema.get("$defs", {})}
 
 
 def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
-import keyword
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Union, get_origin
@@ -27,6 +26,7 @@ from llama_index.core.tools.types import AsyncBaseTool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from llm_compiler.errors import ConfigurationError
+from llm_compiler.tools.spec import inline_refs, is_identifier, schema_defs
 
 Handler = Callable[[str, dict[str, Any]], Any]
 
@@ -51,7 +51,6 @@ _PY_TYPES: dict[str, Any] = {
 }
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCALARS = (str, int, float, bool, type(None))
-_MAX_REF_DEPTH = 8
 
 
 def normalize_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -127,12 +126,7 @@ def python_names(names: Sequence[str]) -> dict[str, str]:
 
 
 def _safe(name: str) -> bool:
-    return (
-        name.isidentifier()
-        and not keyword.iskeyword(name)
-        and not name.startswith("_")
-        and not hasattr(BaseModel, name)
-    )
+    return is_identifier(name) and not name.startswith("_") and not hasattr(BaseModel, name)
 
 
 def model_from_schema(name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
@@ -340,31 +334,8 @@ def tool_json_schema(tool: BaseTool) -> dict[str, Any]:
             "required": ["input"],
         }
     full = schema.model_json_schema()
-    inlined: dict[str, Any] = inline_refs(full, full.get("$defs", {}))
+    inlined: dict[str, Any] = inline_refs(full, schema_defs(full))
     return inlined
-
-
-def inline_refs(node: Any, defs: Mapping[str, Any], depth: int = 0) -> Any:
-    """`node` with local references (``#/$defs/X``, ``#/definitions/X``) replaced.
-
-    A recursive definition is cut after a few levels (to ``{}``, any value).
-    """
-    if isinstance(node, list):
-        return [inline_refs(x, defs, depth) for x in node]
-    if not isinstance(node, Mapping):
-        return node
-    ref = node.get("$ref")
-    if isinstance(ref, str):
-        key = ref.rpartition("/")[2]
-        if not ref.startswith(("#/$defs/", "#/definitions/")) or key not in defs:
-            return {k: v for k, v in node.items() if k != "$ref"}
-        if depth >= _MAX_REF_DEPTH:
-            return {}
-        merged = {**defs[key], **{k: v for k, v in node.items() if k != "$ref"}}
-        return inline_refs(merged, defs, depth + 1)
-    return {
-        k: inline_refs(v, defs, depth) for k, v in node.items() if k not in ("$defs", "definitions")
-    }
 
 
 # --------------------------------------------------------------------------- description

@@ -34,8 +34,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from llm_compiler._schema import ToolSpec, alternatives, tool_specs
 from llm_compiler.plan import END_OF_PLAN
+from llm_compiler.tools.spec import ToolSpec, alternatives, tool_specs
 
 DEFAULT_MAX_TASKS = 10
 

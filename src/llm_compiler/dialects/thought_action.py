@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from llm_compiler import prompting
-from llm_compiler._llm import LLMRequest
-from llm_compiler.grammar import joiner_grammar
-from llm_compiler.prompting import PromptContext
+from llm_compiler.dialects import prompting as prompting
+from llm_compiler.dialects.grammar import joiner_grammar
+from llm_compiler.dialects.prompting import PromptContext
+from llm_compiler.engine.llm import LLMRequest
 
 END_OF_RESPONSE = "<END_OF_RESPONSE>"
 #: Stops only on a sentinel no answer contains (``###`` or ``Question:`` may be content).

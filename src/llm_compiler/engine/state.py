@@ -15,9 +15,9 @@ from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import BaseMemory
 from pydantic import BaseModel, ConfigDict, Field
 
+from llm_compiler.dialects.prompting import RoundRecord, TaskRecord
 from llm_compiler.events import PlanEvent, RunMode, TaskResult
 from llm_compiler.plan import PlanTask
-from llm_compiler.prompting import RoundRecord, TaskRecord
 from llm_compiler.tools import ToolSet
 
 

@@ -1,6 +1,6 @@
 """LLMCompilerAgent: the compiler as one agent of a llama-index ``AgentWorkflow``.
 
-Each turn of the agent runs the same :class:`~llm_compiler.workflow.LLMCompilerWorkflow`
+Each turn of the agent runs the same :class:`~llm_compiler.engine.workflow.LLMCompilerWorkflow`
 (planner, streaming scheduler, parallel executor, joiner) on the conversation in the
 shared memory, and re-publishes its events on the team's stream, together with a
 ``ToolCall``/``ToolCallResult`` pair per compiled task so existing agent UIs show the work.
@@ -33,11 +33,11 @@ from workflows.events import StopEvent
 
 from llm_compiler.config import CompilerConfig, make_config
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
+from llm_compiler.engine.summary import CompilerOutput, RunSummary
+from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import RunError
 from llm_compiler.events import TaskReady, TaskResult
 from llm_compiler.plan import render_value
-from llm_compiler.summary import CompilerOutput, RunSummary
-from llm_compiler.workflow import LLMCompilerWorkflow
 
 HANDOFF = "handoff"
 

@@ -34,12 +34,18 @@ from workflows import Context, Workflow, step
 from workflows.events import Event, StopEvent
 from workflows.handler import WorkflowHandler
 
-from llm_compiler._llm import TokenUsage, is_chat, stream_call
-from llm_compiler._runs import RunRegistry
-from llm_compiler._scheduler import Scheduler
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config
 from llm_compiler.dialects.base import DirectAnswer, PlanDialect
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
+from llm_compiler.dialects.prompting import PromptContext
+from llm_compiler.dialects.thought_action import JoinerDecision
+from llm_compiler.engine.executor import run_task
+from llm_compiler.engine.llm import TokenUsage, is_chat, stream_call
+from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
+from llm_compiler.engine.runs import RunRegistry
+from llm_compiler.engine.scheduler import Scheduler
+from llm_compiler.engine.state import CompilerState, TaskOutcome, round_records
+from llm_compiler.engine.summary import CompilerOutput, summarize
 from llm_compiler.errors import ConfigurationError, RunError
 from llm_compiler.events import (
     CompiledPlan,
@@ -52,13 +58,7 @@ from llm_compiler.events import (
     TaskReady,
     TaskResult,
 )
-from llm_compiler.executor import run_task
-from llm_compiler.joiner import JoinerDecision
 from llm_compiler.plan import PlanTask
-from llm_compiler.planner import Planner, TokenStream, parse_plan_text, publish
-from llm_compiler.prompting import PromptContext
-from llm_compiler.state import CompilerState, TaskOutcome, round_records
-from llm_compiler.summary import CompilerOutput, summarize
 from llm_compiler.tools import ToolLike, ToolSet, tool_map, validate_arguments
 
 __all__ = ["MAX_PARALLEL_TOOLS", "LLMCompilerWorkflow"]
@@ -67,10 +67,10 @@ __all__ = ["MAX_PARALLEL_TOOLS", "LLMCompilerWorkflow"]
 class LLMCompilerWorkflow(Workflow):
     """The LLMCompiler agent as a LlamaIndex workflow.
 
-    ``await wf.run(user_msg=...)`` returns a :class:`~llm_compiler.summary.CompilerOutput`
+    ``await wf.run(user_msg=...)`` returns a :class:`~llm_compiler.engine.summary.CompilerOutput`
     (a llama-index ``AgentOutput`` whose ``str()`` is the answer, with a typed
     ``summary``). One instance serves any number of concurrent runs: all run data lives
-    in the run's context (see :class:`~llm_compiler.state.CompilerState`).
+    in the run's context (see :class:`~llm_compiler.engine.state.CompilerState`).
 
     Args:
         tools: llama-index tools or plain callables (sync ones run in a thread pool).

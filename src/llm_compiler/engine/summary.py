@@ -7,8 +7,8 @@ from typing import Any, Literal
 from llama_index.core.agent.workflow import AgentOutput
 from pydantic import BaseModel, Field
 
+from llm_compiler.engine.state import CompilerState
 from llm_compiler.plan import resolve_kwargs
-from llm_compiler.state import CompilerState
 
 TaskStatus = Literal["done", "error", "skipped", "not_run"]
 

@@ -1,0 +1,1 @@
+"""Offline demo tools: a safe calculator and a small encyclopedia (:mod:`.tools`)."""
