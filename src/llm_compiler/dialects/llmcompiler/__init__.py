@@ -17,7 +17,7 @@ from typing import Any
 from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.dialects.grammar import plan_grammar
 from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
-from llm_compiler.dialects.llmcompiler.prompts import PlannerInput
+from llm_compiler.dialects.llmcompiler.prompts import ExampleSource, PlannerInput
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JoinerDecision, JoinerInput, parse_joiner_output
 from llm_compiler.engine.llm import LLMRequest
@@ -35,10 +35,14 @@ class LLMCompilerDialect:
         planner_examples: Few-shot plans (``None``: built-in, marked as illustrations;
             ``""``: none). Write them with your own tools: small models copy examples.
         joiner_examples: Few-shot joiner replies (``None``: built-in; ``""``: none).
+        constrained_examples: With constrained decoding and no `planner_examples`, the
+            few-shot plans shown: ``"mixed"`` (the built-in ones, then one generated from
+            the run's tools), ``"own"`` (only the generated one) or ``"builtin"``.
     """
 
     planner_examples: str | None = None
     joiner_examples: str | None = None
+    constrained_examples: ExampleSource = "mixed"
     name: str = "llmcompiler"
     grammar_max_tasks: int = 8
 
@@ -50,7 +54,7 @@ class LLMCompilerDialect:
         references to earlier tasks, numbered lines, and ``join()`` after at most
         ``grammar_max_tasks`` tasks (small models otherwise repeat calls).
         """
-        inputs = PlannerInput(context, self.planner_examples)
+        inputs = PlannerInput(context, self.planner_examples, self.constrained_examples)
         extras: dict[str, Any] = {}
         if context.constrained:
             known = context.known_ids  # earlier tasks, never join lines
