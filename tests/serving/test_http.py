@@ -76,6 +76,18 @@ async def test_a_run_streams_every_event_in_order(base_url):
     assert "".join(t["delta"] for t in tokens if t["phase"] == "join").endswith(f"Finish({ANSWER})")
 
 
+async def test_one_run_has_one_id_over_http(base_url):
+    async with client(base_url) as c:
+        r = await c.post(
+            "/workflows/compiler/run-nowait", json={"start_event": {"user_msg": "alpha and beta?"}}
+        )
+        started = r.json()
+        events = await sse(c, started["handler_id"])
+        handler = (await c.get(f"/handlers/{started['handler_id']}")).json()
+    ids = {e["value"]["run_id"] for _, e in events if "run_id" in e["value"]}
+    assert ids == {started["run_id"]} == {handler["run_id"]}
+
+
 async def test_the_blocking_run_endpoint_returns_the_answer(base_url):
     async with client(base_url) as c:
         r = await c.post("/workflows/compiler/run", json={"start_event": {"user_msg": "q?"}})

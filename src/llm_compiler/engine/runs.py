@@ -37,12 +37,20 @@ class RunRegistry:
         self, ctx: Context | None, start_event: Any, kwargs: dict[str, Any]
     ) -> tuple[str, Any]:
         """Give the run about to start its id (in its start event); retire the run it
-        supersedes on `ctx`. Returns the id and the start event to use."""
-        run_id = uuid.uuid4().hex
+        supersedes on `ctx`. Returns the id and the start event to use.
+
+        The id is the workflow run's own (``handler.run_id``, the ``run_id`` a workflow
+        server answers): the one a caller passed as ``run_id=``, else the start event's,
+        else a new one, which is then passed on as ``run_id=`` too. One run, one id.
+        """
+        given = kwargs.get("run_id")
+        if not given and isinstance(start_event, CompilerStartEvent):
+            given = start_event.compiler_run_id
+        run_id = str(given or uuid.uuid4().hex)
+        kwargs["run_id"] = run_id
         if start_event is None:
             kwargs["compiler_run_id"] = run_id
         elif isinstance(start_event, CompilerStartEvent):
-            run_id = start_event.compiler_run_id or run_id
             start_event = start_event.model_copy(update={"compiler_run_id": run_id})
         if ctx is not None and not ctx.is_running and ctx in self._last_run:
             self._retired[self._last_run[ctx]] = None
