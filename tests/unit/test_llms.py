@@ -10,7 +10,7 @@ import llm_compiler.models.gguf as gguf
 import llm_compiler.models.resolve as llms
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.local import LocalModelUnavailable
-from llm_compiler.models.resolve import ResolvedLLM, resolve_llm
+from llm_compiler.models.resolve import resolve_llm
 
 ENV = ("OPENAI_API_KEY", "LLM_COMPILER_API_BASE", "LLM_COMPILER_MODEL", "LLM_COMPILER_API_KEY",
        "LLM_COMPILER_CHAT")  # fmt: skip
@@ -77,20 +77,70 @@ def test_embedded_model_missing_says_how_to_install(monkeypatch):
         resolve_llm()
 
 
-def test_local_source_starts_and_stops_its_server():
-    events = []
+class FakeServer:
+    """Records starts and stops; listens on a port nothing serves."""
 
-    class Server:
-        base_url = "http://127.0.0.1:5/v1"
-        n_ctx = 2048
+    n_ctx = 2048
 
-        def start(self):
-            events.append("start")
+    def __init__(self, events: list[str]) -> None:
+        self.events, self.running, self.base_url = events, False, ""
 
-        def stop(self):
-            events.append("stop")
+    def start(self):
+        self.events.append("start")
+        self.running, self.base_url = True, f"http://127.0.0.1:{5 + len(self.events)}/v1"
 
-    with ResolvedLLM("local", "test", None, Server()) as llm:  # type: ignore[arg-type]
-        assert llm.api_base == "http://127.0.0.1:5/v1"
+    def stop(self):
+        self.events.append("stop")
+        self.running = False
+
+
+def embedded(events: list[str]):
+    return llms._classes()["local"](FakeServer(events))
+
+
+def test_the_embedded_model_is_an_llm_that_starts_its_server_on_first_use(monkeypatch):
+    from llama_index.core.llms import LLM
+
+    events: list[str] = []
+    llm = embedded(events)
+    assert isinstance(llm, LLM) and llm.source == "local" and events == []
+    monkeypatch.setattr(OpenAILike, "complete", lambda self, prompt, **kw: self.api_base)
+    assert llm.complete("hi") == "http://127.0.0.1:6/v1"  # the started server's address
+    assert llm.complete("again") == "http://127.0.0.1:6/v1" and events == ["start"]
+    llm.close()
+    assert events == ["start", "stop"]
+
+
+async def test_the_embedded_model_starts_off_the_event_loop(monkeypatch):
+    events: list[str] = []
+    llm = embedded(events)
+
+    async def fake(self, prompt, **kw):
+        return self.api_base
+
+    monkeypatch.setattr(OpenAILike, "acomplete", fake)
+    async with llm as same:
+        assert same is llm
+        assert await llm.acomplete("hi") == "http://127.0.0.1:6/v1"
+    assert events == ["start", "stop"]
+
+
+def test_a_with_block_still_yields_the_llm_and_stops_the_server():
+    events: list[str] = []
+    with embedded(events) as llm:
         events.append("body")
-    assert events == ["start", "body", "stop"]
+        assert llm.description.startswith("gemma-3-270m")
+    assert events == ["body", "stop"]  # never used: never started
+
+
+@pytest.mark.parametrize("bad", ["gpt-4o-mini", object(), lambda prompt: prompt])
+def test_anything_but_an_llm_is_refused_at_construction_with_a_hint(bad):
+    from llm_compiler import LLMCompilerAgent, LLMCompilerWorkflow
+
+    def tool(x: str) -> str:
+        return x
+
+    for make in (LLMCompilerWorkflow, LLMCompilerAgent):
+        with pytest.raises(ConfigurationError, match=r"llm=resolve_llm\(\)") as info:
+            make(tools=[tool], llm=bad)
+        assert "must be a llama-index LLM" in str(info.value)

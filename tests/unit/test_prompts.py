@@ -98,7 +98,7 @@ def test_examples_never_teach_a_tool_the_run_does_not_have():
     assert "search(" not in text and prompts.EXAMPLE_NOTE not in text
     assert prompts.GENERATED_NOTE in text
     assert (
-        'Question: Play for Nina Simone, 3 and Miles Davis, 7.\n'
+        "Question: Play for Nina Simone, 3 and Miles Davis, 7.\n"
         '1. play(artist="Nina Simone", minutes=3)\n2. play(artist="Miles Davis", minutes=7)\n'
         "3. join()" in text
     )

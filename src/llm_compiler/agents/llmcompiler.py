@@ -33,6 +33,7 @@ from workflows.events import StopEvent
 
 from llm_compiler.config import CompilerConfig, make_config
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
+from llm_compiler.engine.llm import require_llm
 from llm_compiler.engine.summary import CompilerOutput, RunSummary
 from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import RunError
@@ -64,6 +65,7 @@ class LLMCompilerAgent(BaseWorkflowAgent):
         """Accept ``CompilerConfig`` fields (``max_replans=1``) as keyword arguments."""
         if not isinstance(data, dict):
             return data
+        require_llm(data.get("llm"))
         names = set(CompilerConfig.model_fields)
         overrides = {k: data.pop(k) for k in list(data) if k in names}
         if overrides:

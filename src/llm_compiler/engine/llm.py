@@ -17,7 +17,7 @@ from typing import Any
 
 from llama_index.core.llms import LLM, ChatMessage
 
-from llm_compiler.errors import LLMCallError
+from llm_compiler.errors import ConfigurationError, LLMCallError
 
 #: Completion endpoints (OpenAI's, llama.cpp's) stop after 16 tokens unless told otherwise.
 COMPLETION_MAX_TOKENS = 2048
@@ -245,3 +245,20 @@ def _first_stop(text: str, stops: Sequence[str], start: int) -> int | None:
     """Where the first stop sequence begins at or after `start`, if any (new text only)."""
     found = [i for s in stops if s and (i := text.find(s, start)) >= 0]
     return min(found) if found else None
+
+
+def require_llm(llm: object) -> None:
+    """Reject, at construction, an `llm` that is not a llama-index LLM (None: Settings.llm).
+
+    Raises:
+        ConfigurationError: With the calls that give a right one.
+    """
+    if llm is None or isinstance(llm, LLM):
+        return
+    kind = f"{type(llm).__module__}.{type(llm).__qualname__}"
+    raise ConfigurationError(
+        f"llm= must be a llama-index LLM (llama_index.core.llms.LLM), not a {kind}. "
+        "The offline model: `from llm_compiler.models.resolve import resolve_llm` and "
+        "`llm=resolve_llm()`; a hosted one, e.g. "
+        '`from llama_index.llms.openai import OpenAI` and `llm=OpenAI(model="gpt-4o-mini")`.'
+    )

@@ -40,7 +40,7 @@ from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JoinerDecision
 from llm_compiler.engine.executor import run_task
-from llm_compiler.engine.llm import TokenUsage, is_chat, stream_call
+from llm_compiler.engine.llm import TokenUsage, is_chat, require_llm, stream_call
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.engine.runs import RunRegistry
 from llm_compiler.engine.scheduler import Scheduler
@@ -106,6 +106,7 @@ class LLMCompilerWorkflow(Workflow):
     ) -> None:
         fields = set(CompilerConfig.model_fields)
         overrides = {k: options.pop(k) for k in list(options) if k in fields}
+        require_llm(llm)
         super().__init__(timeout=timeout, **options)
         self.config = make_config(config, overrides)
         if not tools and tool_retriever is None:

@@ -1,4 +1,4 @@
-"""Pick the LLM from the environment.
+"""Pick the LLM from the environment: ``llm = resolve_llm()``.
 
 In order of precedence:
 
@@ -7,24 +7,34 @@ In order of precedence:
 2. ``LLM_COMPILER_API_BASE`` set: any OpenAI-compatible server (vLLM, llama.cpp, Ollama,
    ...), with ``LLM_COMPILER_MODEL`` (required), ``LLM_COMPILER_API_KEY`` (default
    ``none``) and ``LLM_COMPILER_CHAT=0`` for a completion-only model (default: chat).
-3. Neither: the embedded Gemma 3 270M, served by llama.cpp on 127.0.0.1 while the
-   context is open (needs ``make install-local``).
+3. Neither: the embedded Gemma 3 270M (needs ``make install-local``). Its llama.cpp
+   server starts on the first request and stops at interpreter exit, or earlier with
+   ``llm.close()`` / ``await llm.aclose()`` or at the end of a ``with`` block.
 
 Example::
 
-    with resolve_llm() as llm:          # or: async with resolve_llm() as llm:
-        workflow = LLMCompilerWorkflow(tools=[...], llm=llm)
+    llm = resolve_llm()
+    workflow = LLMCompilerWorkflow(tools=[...], llm=llm)
+
+Every returned LLM is also a context manager (``with`` or ``async with``) that yields
+itself and stops the embedded server on exit, as earlier releases' ``ResolvedLLM`` did,
+and has ``source`` (``"openai"``, ``"api_base"`` or ``"local"``) and ``description``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import threading
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+from pydantic import PrivateAttr
 
 from llm_compiler.errors import ConfigurationError
-from llm_compiler.models import MODEL_NAME, LocalLLMServer, check_installed, local_llm
+from llm_compiler.models.gguf import MODEL_NAME, check_installed
+from llm_compiler.models.server import LocalLLMServer, _embedded_class, local_llm_options
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
@@ -36,31 +46,25 @@ def _env(name: str) -> str | None:
     return os.environ.get(name) or None
 
 
-class ResolvedLLM:
-    """The configured LLM; a context manager (sync or async) that yields it.
+class Resolved:
+    """What every LLM from :func:`resolve_llm` adds: where it runs, and a lifetime."""
 
-    For the embedded model, entering starts the llama.cpp server and exiting stops it;
-    for remote models both are no-ops.
+    source: ClassVar[str] = ""
 
-    Attributes:
-        source: ``"openai"``, ``"api_base"`` or ``"local"``.
-        description: A short human-readable name of the model and where it runs.
-    """
+    @property
+    def description(self) -> str:
+        """A short human-readable name of the model and where it runs."""
+        return type(self).__name__
 
-    def __init__(
-        self, source: str, description: str, llm: LLM | None, server: LocalLLMServer | None
-    ) -> None:
-        self.source = source
-        self.description = description
-        self._llm = llm
-        self._server = server
+    def close(self) -> None:
+        """Release what the model holds (the embedded server); it restarts on next use."""
 
-    def __enter__(self) -> LLM:
-        if self._server is None:
-            assert self._llm is not None
-            return self._llm
-        self._server.start()
-        return local_llm(self._server)
+    async def aclose(self) -> None:
+        """:meth:`close` off the event loop."""
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> Self:
+        return self
 
     def __exit__(
         self,
@@ -68,14 +72,10 @@ class ResolvedLLM:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._server is not None:
-            self._server.stop()
+        self.close()
 
-    async def __aenter__(self) -> LLM:
-        if self._server is None:
-            return self.__enter__()
-        await self._server.__aenter__()
-        return local_llm(self._server)
+    async def __aenter__(self) -> Self:
+        return self
 
     async def __aexit__(
         self,
@@ -83,12 +83,107 @@ class ResolvedLLM:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._server is not None:
-            await asyncio.to_thread(self._server.stop)
+        await self.aclose()
 
 
-def resolve_llm(model: str | None = None) -> ResolvedLLM:
-    """Choose the LLM from the environment (see the module docstring).
+@functools.cache
+def _classes() -> dict[str, type[Any]]:
+    """The three LLM classes (imported late: llama-index's OpenAI package is slow to load)."""
+    from llama_index.llms.openai import OpenAI
+    from llama_index.llms.openai_like import OpenAILike
+
+    class ResolvedOpenAI(Resolved, OpenAI):
+        source: ClassVar[str] = "openai"
+
+        @property
+        def description(self) -> str:
+            return f"OpenAI {self.model}"
+
+    class ResolvedOpenAILike(Resolved, OpenAILike):  # type: ignore[misc]
+        source: ClassVar[str] = "api_base"
+
+        @property
+        def description(self) -> str:
+            kind = "chat" if self.is_chat_model else "completion"
+            return f"{self.model} ({kind}) at {self.api_base}"
+
+    return {
+        "openai": ResolvedOpenAI,
+        "api_base": ResolvedOpenAILike,
+        "local": _lazy_embedded_class(),
+    }
+
+
+def _lazy_embedded_class() -> type[Any]:
+    class LazyEmbeddedLLM(Resolved, _embedded_class()):  # type: ignore[misc]
+        """The embedded model; its server starts on the first request."""
+
+        source: ClassVar[str] = "local"
+        _server: LocalLLMServer = PrivateAttr()
+        _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+        def __init__(self, server: LocalLLMServer, **kwargs: Any) -> None:
+            super().__init__(**local_llm_options("http://127.0.0.1:0/v1", server.n_ctx, kwargs))
+            self._server = server
+
+        @property
+        def description(self) -> str:
+            return f"{MODEL_NAME} (embedded, llama.cpp on 127.0.0.1)"
+
+        @property
+        def server(self) -> LocalLLMServer:
+            """The llama.cpp server this model talks to (started on first use)."""
+            return self._server
+
+        def ensure_started(self) -> None:
+            """Start the server unless it runs (blocks until it listens)."""
+            with self._lock:
+                if not self._server.running:
+                    self._server.start()
+                    self.api_base = self._server.base_url
+                    self._client = self._aclient = None  # clients of an earlier server
+
+        def close(self) -> None:
+            with self._lock:
+                self._server.stop()
+
+        def chat(self, *args: Any, **kwargs: Any) -> Any:
+            self.ensure_started()
+            return super().chat(*args, **kwargs)
+
+        def stream_chat(self, *args: Any, **kwargs: Any) -> Any:
+            self.ensure_started()
+            return super().stream_chat(*args, **kwargs)
+
+        def complete(self, *args: Any, **kwargs: Any) -> Any:
+            self.ensure_started()
+            return super().complete(*args, **kwargs)
+
+        def stream_complete(self, *args: Any, **kwargs: Any) -> Any:
+            self.ensure_started()
+            return super().stream_complete(*args, **kwargs)
+
+        async def achat(self, *args: Any, **kwargs: Any) -> Any:
+            await asyncio.to_thread(self.ensure_started)
+            return await super().achat(*args, **kwargs)
+
+        async def astream_chat(self, *args: Any, **kwargs: Any) -> Any:
+            await asyncio.to_thread(self.ensure_started)
+            return await super().astream_chat(*args, **kwargs)
+
+        async def acomplete(self, *args: Any, **kwargs: Any) -> Any:
+            await asyncio.to_thread(self.ensure_started)
+            return await super().acomplete(*args, **kwargs)
+
+        async def astream_complete(self, *args: Any, **kwargs: Any) -> Any:
+            await asyncio.to_thread(self.ensure_started)
+            return await super().astream_complete(*args, **kwargs)
+
+    return LazyEmbeddedLLM
+
+
+def resolve_llm(model: str | None = None) -> LLM:
+    """The LLM the environment configures (see the module docstring).
 
     Args:
         model: Overrides ``LLM_COMPILER_MODEL`` for OpenAI and API-base servers; the
@@ -97,31 +192,28 @@ def resolve_llm(model: str | None = None) -> ResolvedLLM:
     Raises:
         ConfigurationError: ``LLM_COMPILER_API_BASE`` is set without a model name.
         LocalModelUnavailable: No remote model is configured and the embedded one is not
-            installed.
+            installed (raised here, not at the first request).
     """
+    classes = _classes()
     if _env("OPENAI_API_KEY"):
-        from llama_index.llms.openai import OpenAI
-
         name = model or _env("LLM_COMPILER_MODEL") or DEFAULT_OPENAI_MODEL
-        return ResolvedLLM("openai", f"OpenAI {name}", OpenAI(model=name), None)
+        return classes["openai"](model=name)  # type: ignore[no-any-return]
     if api_base := _env("LLM_COMPILER_API_BASE"):
-        from llama_index.llms.openai_like import OpenAILike
-
         api_model = model or _env("LLM_COMPILER_MODEL")
         if not api_model:
             raise ConfigurationError(
                 f"LLM_COMPILER_API_BASE is set ({api_base}) but LLM_COMPILER_MODEL is not: "
                 "set it to the model name the server expects."
             )
-        chat = os.environ.get("LLM_COMPILER_CHAT", "1") != "0"
-        llm = OpenAILike(
+        return classes["api_base"](  # type: ignore[no-any-return]
             model=api_model,
             api_base=api_base,
             api_key=_env("LLM_COMPILER_API_KEY") or "none",
-            is_chat_model=chat,
+            is_chat_model=os.environ.get("LLM_COMPILER_CHAT", "1") != "0",
         )
-        kind = "chat" if chat else "completion"
-        return ResolvedLLM("api_base", f"{api_model} ({kind}) at {api_base}", llm, None)
     check_installed()
-    description = f"{MODEL_NAME} (embedded, llama.cpp on 127.0.0.1)"
-    return ResolvedLLM("local", description, None, LocalLLMServer())
+    return classes["local"](LocalLLMServer())  # type: ignore[no-any-return]
+
+
+#: Earlier releases' name for what :func:`resolve_llm` returns (now the LLM itself).
+ResolvedLLM = Resolved

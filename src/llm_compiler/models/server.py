@@ -271,20 +271,24 @@ def local_llm(server: LocalLLMServer, **kwargs: Any) -> LLM:
         A ``llama_index.llms.openai_like.OpenAILike`` instance that the compiler knows
         accepts a ``grammar`` (``llm_compiler_constrained``).
     """
-    options: dict[str, Any] = {
+    return _embedded_class()(**local_llm_options(server.base_url, server.n_ctx, kwargs))
+
+
+def local_llm_options(api_base: str, n_ctx: int, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The embedded model's client settings, with `overrides` applied."""
+    return {
         "model": MODEL_NAME,
-        "api_base": server.base_url,
+        "api_base": api_base,
         "api_key": "none",
         "is_chat_model": False,
         "is_function_calling_model": False,
-        "context_window": server.n_ctx,
+        "context_window": n_ctx,
         "max_tokens": 512,
         "temperature": 0.0,
         "timeout": 120.0,
         "max_retries": 1,
-        **kwargs,
+        **overrides,
     }
-    return _embedded_class()(**options)
 
 
 @functools.cache
