@@ -28,16 +28,14 @@ import functools
 import os
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import Any, ClassVar, Self
 
+from llama_index.core.llms import LLM
 from pydantic import PrivateAttr
 
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.models.gguf import MODEL_NAME, check_installed
 from llm_compiler.models.server import LocalLLMServer, _embedded_class, local_llm_options
-
-if TYPE_CHECKING:
-    from llama_index.core.llms import LLM
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 
@@ -46,8 +44,9 @@ def _env(name: str) -> str | None:
     return os.environ.get(name) or None
 
 
-class Resolved:
-    """What every LLM from :func:`resolve_llm` adds: where it runs, and a lifetime."""
+class Resolved(LLM):
+    """An LLM from :func:`resolve_llm`: a llama-index LLM that also says where it runs
+    and has a lifetime (abstract: the concrete classes also derive from a real client)."""
 
     source: ClassVar[str] = ""
 
@@ -149,40 +148,40 @@ def _lazy_embedded_class() -> type[Any]:
 
         def chat(self, *args: Any, **kwargs: Any) -> Any:
             self.ensure_started()
-            return super().chat(*args, **kwargs)
+            return super().chat(*args, **kwargs)  # type: ignore[safe-super]
 
         def stream_chat(self, *args: Any, **kwargs: Any) -> Any:
             self.ensure_started()
-            return super().stream_chat(*args, **kwargs)
+            return super().stream_chat(*args, **kwargs)  # type: ignore[safe-super]
 
         def complete(self, *args: Any, **kwargs: Any) -> Any:
             self.ensure_started()
-            return super().complete(*args, **kwargs)
+            return super().complete(*args, **kwargs)  # type: ignore[safe-super]
 
         def stream_complete(self, *args: Any, **kwargs: Any) -> Any:
             self.ensure_started()
-            return super().stream_complete(*args, **kwargs)
+            return super().stream_complete(*args, **kwargs)  # type: ignore[safe-super]
 
         async def achat(self, *args: Any, **kwargs: Any) -> Any:
             await asyncio.to_thread(self.ensure_started)
-            return await super().achat(*args, **kwargs)
+            return await super().achat(*args, **kwargs)  # type: ignore[safe-super]
 
         async def astream_chat(self, *args: Any, **kwargs: Any) -> Any:
             await asyncio.to_thread(self.ensure_started)
-            return await super().astream_chat(*args, **kwargs)
+            return await super().astream_chat(*args, **kwargs)  # type: ignore[safe-super]
 
         async def acomplete(self, *args: Any, **kwargs: Any) -> Any:
             await asyncio.to_thread(self.ensure_started)
-            return await super().acomplete(*args, **kwargs)
+            return await super().acomplete(*args, **kwargs)  # type: ignore[safe-super]
 
         async def astream_complete(self, *args: Any, **kwargs: Any) -> Any:
             await asyncio.to_thread(self.ensure_started)
-            return await super().astream_complete(*args, **kwargs)
+            return await super().astream_complete(*args, **kwargs)  # type: ignore[safe-super]
 
     return LazyEmbeddedLLM
 
 
-def resolve_llm(model: str | None = None) -> LLM:
+def resolve_llm(model: str | None = None) -> Resolved:
     """The LLM the environment configures (see the module docstring).
 
     Args:
