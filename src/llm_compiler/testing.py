@@ -46,6 +46,21 @@ def split_tokens(text: str) -> list[str]:
 class ScriptedLLM(LLM):
     """Replays scripted replies, in order or from a function of the call.
 
+    A run of the default dialect asks for a plan, then for the joiner's verdict, so a
+    script gives one reply of each format per round::
+
+        llm = ScriptedLLM([
+            # the plan: numbered calls (keyword or positional arguments, Python
+            # literals), $N for task N's result, join(), then <END_OF_PLAN>
+            '1. get_weather(city="Oslo")\n'
+            "2. convert_c_to_f(celsius=$1)\n"
+            "3. join()<END_OF_PLAN>",
+            # the joiner: a Thought, then Finish(the answer) or Replan(what is missing)
+            "Thought: Oslo is at 4 C.\nAction: Finish(It is 39.2 F in Oslo.)",
+        ])
+
+    A line without its number (``get_weather("Oslo")``) is no task: a plan of such
+    lines runs nothing (the run logs a warning, its summary says ``no_tasks``).
     A reply that is an exception is raised instead. Streams split replies into
     ``tokens_per_chunk`` word-like tokens. Every call is recorded in ``calls``.
     Subclasses may override :meth:`on_chunk` to model latency.

@@ -160,3 +160,23 @@ async def test_a_replan_is_drawn_as_a_new_round_to_the_right(browser, overlap):
         assert "Replan: Need more." in await page.text_content("#rounds")
     finally:
         await stop(server)
+
+
+async def test_a_plan_with_no_tasks_is_shown_as_such(browser, overlap):
+    from llm_compiler import LLMCompilerWorkflow
+    from llm_compiler.testing import ScriptedLLM
+
+    from .conftest import combine
+
+    llm = ScriptedLLM(['fetch("alpha")<END_OF_PLAN>', "Thought: no results.\nAction: Finish(?)"])
+    wf = LLMCompilerWorkflow(tools=[overlap.fetch, combine], llm=llm, max_replans=0, timeout=30)
+    url, server, _ = await start_server(lambda: build_app({"compiler": wf}))
+    try:
+        page = await browser.new_page()
+        await page.goto(url + "/")
+        await page.click("#go")
+        await page.wait_for_selector("#answer:not([hidden])", timeout=15000)
+        note = await page.text_content("#rounds .no-tasks")
+        assert note is not None and note.startswith("No tasks planned: The plan has no tasks.")
+    finally:
+        await stop(server)

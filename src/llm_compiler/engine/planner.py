@@ -8,6 +8,7 @@ writing the rest of the plan.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
 from llama_index.core.llms import LLM
@@ -22,6 +23,8 @@ from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import CompilerStream, PlanEvent
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolSet, bind, validate_arguments
+
+logger = logging.getLogger(__name__)
 
 
 def publish(ctx: Context[Any], ev: Event) -> None:
@@ -189,6 +192,8 @@ class Planner:
                 f"The plan is longer than {context.max_plan_chars} characters; "
                 "the rest was not read."
             )
+        if not any(not t.is_join for t in checked):
+            log_empty_plan(self.name, round, parser.text, errors)
         return PlanEvent(
             round=round,
             run_id=run_id,
@@ -201,6 +206,20 @@ class Planner:
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
         )
+
+
+def log_empty_plan(name: str, round: int, text: str, errors: list[str]) -> None:
+    """Say that a round planned nothing: a run whose plans never match the format
+    otherwise ends with an answer from no tool at all."""
+    first = text.strip().splitlines()[0][:120] if text.strip() else ""
+    logger.warning(
+        "%s: the plan of round %d has no tasks (%s). It began %r; a task line reads "
+        "`1. tool(arguments)`.",
+        name,
+        round,
+        "; ".join(errors) or "the planner wrote only join()",
+        first,
+    )
 
 
 def parse_plan_text(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from llama_index.core.agent.workflow import AgentOutput
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.plan import resolve_kwargs
@@ -51,6 +51,12 @@ class RoundSummary(BaseModel):
     task_ids: list[int] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
     replan_reason: str | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def no_tasks(self) -> bool:
+        """Whether the round planned nothing to run (see `errors` for why)."""
+        return not self.task_ids
 
 
 class RunSummary(BaseModel):
