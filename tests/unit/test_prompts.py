@@ -102,3 +102,55 @@ def test_examples_never_teach_a_tool_the_run_does_not_have():
         '1. play(artist="Nina Simone", minutes=3)\n2. play(artist="Miles Davis", minutes=7)\n'
         "3. join()" in text
     )
+
+
+def test_generated_examples_use_plausible_values_and_chain_the_second_tool():
+    from llm_compiler.dialects.llmcompiler.examples import own_tools_example
+    from llm_compiler.tools.schema import SchemaTool
+
+    number, unit = {"type": "number"}, {"type": "string", "enum": ["celsius", "fahrenheit"]}
+    convert = SchemaTool.from_definition(
+        {
+            "name": "convert",
+            "parameters": {
+                "type": "object",
+                "properties": {"celsius": number, "unit": unit},
+                "required": ["celsius", "unit"],
+            },
+        },
+        handler=lambda name, args: None,
+    )
+
+    async def get_weather(city: str) -> float:
+        """Weather."""
+        return 1.0
+
+    # the lookup-like tool (a text parameter) comes first whatever the order given
+    text = own_tools_example([convert, FunctionTool.from_defaults(fn=get_weather)])
+    assert text == (
+        "Question: Get weather for Paris and Rome, then convert celsius.\n"
+        '1. get_weather(city="Paris")\n2. get_weather(city="Rome")\n'
+        '3. convert(celsius=$1, unit="celsius")\n4. join()\n<END_OF_PLAN>\n'
+    )
+    # a tool only a JSON line can call gives no example: the built-in ones are shown
+    odd = SchemaTool.from_definition(
+        {"name": "my tool", "parameters": {"type": "object", "properties": {}}},
+        handler=lambda name, args: None,
+    )
+    assert own_tools_example([odd]) == ""
+    ctx = PlannerContext(prompt=PromptContext("q"), tools=[odd], constrained=True)
+    assert prompts.PLANNER_EXAMPLES in prompts.PlannerInput(ctx).system()
+
+
+def test_constrained_prompts_mix_builtin_and_own_examples_by_default():
+    def play(artist: str) -> str:
+        """Play an artist."""
+        return artist
+
+    ctx = PlannerContext(
+        prompt=PromptContext("q"), tools=[FunctionTool.from_defaults(fn=play)], constrained=True
+    )
+    text = prompts.PlannerInput(ctx).system()
+    builtin_at = text.index(prompts.PLANNER_EXAMPLES)
+    own_at = text.index('1. play(artist="Nina Simone")')
+    assert prompts.MIXED_NOTE in text and builtin_at < own_at  # the run's own tools come last

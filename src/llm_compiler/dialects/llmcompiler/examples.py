@@ -109,38 +109,30 @@ def _readable(name: str) -> str:
 
 
 def own_tools_example(tools: Sequence[BaseTool]) -> str:
-    """Few-shot plans with the run's tools, of different shapes so that a model copies
-    the format, not a length: the first tool twice in parallel; the first then the
-    second on its result (``$1``); the second alone. Empty if no tool can be written
-    as a call."""
+    """A plan with the run's tools: the first one called twice in parallel, the next one
+    or two once each, the second on the first call's result (``$1``).
+
+    One example of this shape did best on the own-tools eval; three of different shapes
+    (parallel, chain, single call) did worse: the small model copied the last one.
+    """
     specs = _ordered([tool_spec(t) for t in tools])
     if not specs:
         return ""
-    first = specs[0]
-    plans = [_plan([(first, 0, None), (first, 1, None)])]
-    if len(specs) > 1:
-        second = specs[1]
-        plans += [_plan([(first, 1, None), (second, 0, 1)]), _plan([(second, 1, None)])]
-    return "".join(plans)
-
-
-def _plan(calls: Sequence[tuple[ToolSpec, int, int | None]]) -> str:
-    """One example: a question naming the values, the numbered calls, join()."""
-    lines, phrases = [], []
-    for spec, which, ref in calls:
-        line, values = _call(spec, which, ref)
+    first, rest = specs[0], specs[1:3]
+    lines, said = [], []
+    for which in (0, 1):
+        line, values = _call(first, which)
         lines.append(line)
-        said = " ".join(filter(None, [_words(values), "on that" if ref is not None else ""]))
-        if phrases and phrases[-1][0] == spec.name:
-            phrases[-1] = (spec.name, f"{phrases[-1][1]} and {said}")
-        else:
-            phrases.append((spec.name, f"{_readable(spec.name)} {said}".strip()))
-    question = ", then ".join(p for _, p in phrases)
-    body = "".join(f"{i}. {line}\n" for i, line in enumerate(lines, 1))
-    return (
-        f"Question: {question[:1].upper()}{question[1:]}.\n"
-        f"{body}{len(lines) + 1}. join()\n{END_OF_PLAN}\n"
-    )
+        said.append(_words(values))
+    phrases = [f"{_readable(first.name)} for {' and '.join(said)}"]
+    for i, spec in enumerate(rest):
+        line, values = _call(spec, 0, 1 if i == 0 else None)
+        lines.append(line)
+        phrases.append(" ".join([_readable(spec.name), _words(values)]).strip())
+    body = "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
+    question = ", then ".join(phrases)
+    question = question[:1].upper() + question[1:]
+    return f"Question: {question}.\n{body}\n{len(lines) + 1}. join()\n{END_OF_PLAN}\n"
 
 
 def _words(values: Sequence[Any]) -> str:
