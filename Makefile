@@ -56,12 +56,14 @@ demo: install
 	DEMO_QUESTION='$(call sh_quote,Q)' DIALECT='$(call sh_quote,DIALECT)' $(BIN)/python examples/demo.py
 
 ## Plan correctness on BFCL's parallel items (text plans vs. a plain prompt; the bfcl-eval
-## wheel is downloaded once into .cache/bfcl, never installed), then end-to-end answers on
-## the demo tools. Same model choice as `demo`. More items: make eval EVAL_ARGS="--sample 80"
+## wheel is downloaded once into .cache/bfcl, never installed), plans for questions on
+## small tool sets of a user's own (evals/own_tools.py), then end-to-end answers on the
+## demo tools. Same model choice as `demo`. More items: make eval EVAL_ARGS="--sample 80"
 eval: install
 	@if [ -z "$$OPENAI_API_KEY$$LLM_COMPILER_API_BASE" ]; then \
 		$(MAKE) --no-print-directory install-local; fi
 	$(BIN)/python -m evals.bfcl $(EVAL_ARGS)
+	$(BIN)/python -m evals.own_tools
 	$(BIN)/python -m evals.answers
 
 bench: install

@@ -1,5 +1,9 @@
 """A two-agent team: a router hands questions to the LLMCompiler researcher.
 
+Shows ``LLMCompilerAgent`` inside llama-index's ``AgentWorkflow``: a handoff into the
+compiler, its compiled tasks as the team's ``ToolCall``/``ToolCallResult`` events, and the
+answer as the team's output.
+
 Run: ``.venv/bin/python examples/agent_workflow.py "your question"``.
 
 With ``OPENAI_API_KEY`` both agents run on OpenAI: the router is a real ``FunctionAgent``
@@ -26,7 +30,8 @@ from llama_index.core.base.llms.types import ToolCallBlock
 from llama_index.core.llms import ChatMessage
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 
-from llm_compiler import LLMCompilerAgent, LLMCompilerError, demo_tools
+from llm_compiler import LLMCompilerAgent, LLMCompilerError
+from llm_compiler.demo import tools as demo_tools
 from llm_compiler.models.resolve import resolve_llm
 
 QUESTION = "What are the capitals of France and Japan?"
@@ -47,12 +52,12 @@ def scripted_router(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessa
 
 
 async def main(question: str) -> int:
-    resolved = resolve_llm()
-    print(f"model: {resolved.description}")
-    async with resolved as llm:
+    llm = resolve_llm()
+    print(f"model: {llm.description}")
+    async with llm:  # stops the embedded model's server at the end
         router_llm = (
             llm
-            if resolved.source == "openai"
+            if llm.metadata.is_function_calling_model
             else MockFunctionCallingLLM(response_generator=scripted_router)
         )
         team = AgentWorkflow(
