@@ -79,7 +79,7 @@ class RunRegistry:
         try:
             yield
         finally:
-            calls.discard(task)  # type: ignore[arg-type]
+            calls.discard(task)
             if not calls:
                 self._tool_calls.pop(run_id, None)
 
