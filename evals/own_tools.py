@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -294,7 +294,7 @@ async def main_async(args: argparse.Namespace) -> int:
     from llm_compiler.models.resolve import resolve_llm
 
     resolved = resolve_llm()
-    date_ = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    date_ = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     cases = CASES[: args.limit] if args.limit else CASES
     outcomes = []
     async with resolved as llm:
