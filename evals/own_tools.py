@@ -293,11 +293,11 @@ async def main_async(args: argparse.Namespace) -> int:
     """Plan every case on the configured model; print and save the results."""
     from llm_compiler.models.resolve import resolve_llm
 
-    resolved = resolve_llm()
+    llm = resolve_llm()
     date_ = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     cases = CASES[: args.limit] if args.limit else CASES
     outcomes = []
-    async with resolved as llm:
+    async with llm:  # stops the embedded model's server at the end
         for i, case in enumerate(cases, 1):
             outcome = await run_case(case, llm, args.examples)
             mark = "right" if outcome.right else "wrong"
@@ -307,12 +307,12 @@ async def main_async(args: argparse.Namespace) -> int:
             )
             outcomes.append(outcome)
     choice = args.examples or "default examples"
-    table = markdown(outcomes, f"Own-tool plans on {resolved.description} ({choice}), {date_}")
+    table = markdown(outcomes, f"Own-tool plans on {llm.description} ({choice}), {date_}")
     print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".md").write_text(table, encoding="utf-8")
     payload = {
-        "model": resolved.description,
+        "model": llm.description,
         "date": date_,
         "examples": choice,
         "right": sum(o.right for o in outcomes),
