@@ -2,18 +2,23 @@
 
 Values are invented from each parameter's schema: an allowed value for enums, a
 plausible one for common parameter names (``city`` -> ``"Paris"``, ``path`` ->
-``"notes.txt"``), a neutral one by type otherwise. The example's question names the
-values its plan uses, which teaches small models to copy values from the question.
+``"notes.txt"``). A tool with a parameter that gets neither is not shown: small models
+copy a made-up value such as ``"first"`` or ``12.5`` into their plans (seen on BFCL). The
+example's question names the values its plan uses. A second tool is called on the first
+one's result (``$1``) only where the first tool declares a return type that fits the
+second's parameter: tools from JSON schemas (BFCL, MCP) declare none, and their
+questions rarely chain.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llama_index.core.tools import BaseTool
+from llama_index.core.tools import BaseTool, FunctionTool
 
 from llm_compiler.plan import END_OF_PLAN
 from llm_compiler.tools.spec import Param, ToolSpec, tool_spec
@@ -32,6 +37,7 @@ _NAMED: tuple[tuple[frozenset[str], tuple[Any, Any]], ...] = tuple(
         ("email address", ("ada@example.com", "alan@example.com")),
         ("language lang", ("French", "German")),
         ("currency", ("EUR", "USD")),
+        ("days", (3, 7)),
         ("symbol ticker stock company", ("ACME", "Globex")),
         ("unit units", ("km", "miles")),
         ("expression formula equation", ("2 + 3", "10 / 4")),
@@ -41,21 +47,32 @@ _NAMED: tuple[tuple[frozenset[str], tuple[Any, Any]], ...] = tuple(
         ("text content message body", ("Hello world", "Good morning")),
     )
 )
-_BY_TYPE: dict[str, tuple[Any, Any]] = {
-    "string": ("first", "second"),
-    "integer": (3, 7),
-    "number": (12.5, 30.0),
-    "boolean": (True, False),
-}
 _WORD = re.compile(r"[a-z]+")
+_JSON_TYPES: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
+                                list: "array", tuple: "array", dict: "object"}  # fmt: skip
 
 
-def sample_value(param: Param, which: int) -> Any:
-    """A made-up value for `param` (``which`` is 0 or 1: two different ones)."""
-    return _sample(param.name, param.schema, which)
+#: Values by type, for prompts without a grammar (``lenient``), where any example with the
+#: run's own tools beats one with a foreign tool.
+_BY_TYPE: dict[str, tuple[Any, Any]] = {"string": ("first", "second"), "integer": (3, 7),
+                                         "number": (12.5, 30.0)}  # fmt: skip
 
 
-def _sample(name: str, schema: Mapping[str, Any], which: int) -> Any:
+class _NoValue(Exception):
+    """No plausible value for a parameter: the tool is left out of the examples."""
+
+
+def sample_value(param: Param, which: int, lenient: bool = False) -> Any:
+    """A made-up value for `param` (``which`` is 0 or 1: two different ones).
+
+    Raises:
+        _NoValue: The parameter has no allowed values and no name we know a value for
+            (unless `lenient`: then a value of its type).
+    """
+    return _sample(param.name, param.schema, which, lenient)
+
+
+def _sample(name: str, schema: Mapping[str, Any], which: int, lenient: bool = False) -> Any:
     if schema.get("enum"):
         values = list(schema["enum"])
         return values[min(which, len(values) - 1)]
@@ -65,18 +82,23 @@ def _sample(name: str, schema: Mapping[str, Any], which: int) -> Any:
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "string")
+    if kind == "boolean":
+        return which == 0
     if kind == "array":
-        return [_sample(name, schema.get("items", {}), which)]
+        return [_sample(name, schema.get("items", {}), which, lenient)]
     if kind == "object":
         props = schema.get("properties", {})
         required = schema.get("required", ())
-        return {k: _sample(k, v, which) for k, v in props.items() if k in required}
-    if kind in (None, "string"):
-        words = set(_WORD.findall(name.lower()))
-        named = next((v for keys, v in _NAMED if keys & words), None)
-        if named is not None:
-            return named[which]
-    return _BY_TYPE.get(str(kind), _BY_TYPE["string"])[which]
+        return {k: _sample(k, v, which, lenient) for k, v in props.items() if k in required}
+    words = set(_WORD.findall(name.lower()))
+    for keys, named in _NAMED:
+        value = named[which]
+        fits = isinstance(value, str) if kind in (None, "string") else isinstance(value, int)
+        if keys & words and fits:
+            return value
+    if lenient:
+        return _BY_TYPE.get(str(kind), _BY_TYPE["string"])[which]
+    raise _NoValue(name)
 
 
 def literal(value: Any) -> str:
@@ -90,49 +112,100 @@ def literal(value: Any) -> str:
     return repr(value)
 
 
-def _call(spec: ToolSpec, which: int, ref: int | None = None) -> tuple[str, list[Any]]:
-    """``name(key=value, ...)`` with made-up values (`ref` for the first one, if given)."""
+def _call(
+    spec: ToolSpec, which: int, ref: int | None = None, lenient: bool = False
+) -> tuple[str, list[Any]] | None:
+    """``name(key=value, ...)`` with made-up values (`ref` for the first one, if given);
+    None if a parameter has no plausible value."""
     required = [p for p in spec.params if p.required] or list(spec.params[:1])
     parts, values = [], []
     for i, p in enumerate(required):
         if i == 0 and ref is not None:
             parts.append(f"{p.name}=${ref}")
             continue
-        value = sample_value(p, which)
+        try:
+            value = sample_value(p, which, lenient)
+        except _NoValue:
+            return None
         values.append(value)
         parts.append(f"{p.name}={literal(value)}")
     return f"{spec.name}({', '.join(parts)})", values
+
+
+def _returns(tool: BaseTool) -> str | None:
+    """The JSON type of what a Python tool declares it returns (None if unknown)."""
+    if not isinstance(tool, FunctionTool):
+        return None
+    for fn in (tool.async_fn, tool.fn):
+        try:
+            hint = typing.get_type_hints(fn).get("return")
+        except Exception:  # noqa: BLE001 - an unresolvable hint is no hint
+            continue
+        origin = typing.get_origin(hint) or hint
+        if isinstance(origin, type) and origin in _JSON_TYPES:
+            return _JSON_TYPES[origin]
+    return None
+
+
+def _fits(returns: str | None, spec: ToolSpec) -> bool:
+    """Whether a result of JSON type `returns` can be `spec`'s first required argument."""
+    required = [p for p in spec.params if p.required]
+    if returns is None or not required:
+        return False
+    wanted = required[0].schema.get("type")
+    return wanted == returns or (wanted == "number" and returns == "integer")
 
 
 def _readable(name: str) -> str:
     return " ".join(_WORD.findall(re.sub(r"([a-z])([A-Z])", r"\1 \2", name).lower()))
 
 
-def own_tools_example(tools: Sequence[BaseTool]) -> str:
-    """A plan with the run's tools: the first one called twice in parallel, the next one
-    or two once each, the second on the first call's result (``$1``).
+def own_tools_example(tools: Sequence[BaseTool], lenient: bool = False) -> str:
+    """A plan with the run's tools: one called twice in parallel, then one or two others
+    once each, the first of them on the first call's result (``$1``) where the types fit.
+    Empty if no tool can be shown (see the module docstring); `lenient` shows every tool,
+    with values by type where no plausible one is known.
 
     One example of this shape did best on the own-tools eval; three of different shapes
     (parallel, chain, single call) did worse: the small model copied the last one.
     """
-    specs = _ordered([tool_spec(t) for t in tools])
-    if not specs:
+    shown = [(t, s) for t in tools if (s := tool_spec(t)).call_form and s.params]
+    plain = [s for _, s in shown if _call(s, 0, None, lenient) is not None]
+    chain = next(
+        (
+            (a, b)
+            for t, a in shown
+            for _, b in shown
+            if a in plain and b is not a and _fits(_returns(t), b) and _call(b, 0, 1, lenient)
+        ),
+        None,
+    )
+    if chain is None and not plain:
         return ""
-    first, rest = specs[0], specs[1:3]
+    first, rest = chain if chain else (_ordered(plain)[0], None)
+    others = [s for s in _ordered(plain) if s is not first and s is not rest]
+    calls: list[tuple[ToolSpec, int, int | None]] = [(first, 0, None), (first, 1, None)]
+    calls += [(rest, 0, 1)] if rest else []
+    calls += [(s, 0, None) for s in others[: 3 - len(calls) + 1]]
+    return _plan(calls, lenient)
+
+
+def _plan(calls: Sequence[tuple[ToolSpec, int, int | None]], lenient: bool) -> str:
+    """One example: a question naming the values, the numbered calls, join()."""
     lines, said = [], []
-    for which in (0, 1):
-        line, values = _call(first, which)
-        lines.append(line)
-        said.append(_words(values))
-    phrases = [f"{_readable(first.name)} for {' and '.join(said)}"]
-    for i, spec in enumerate(rest):
-        line, values = _call(spec, 0, 1 if i == 0 else None)
-        lines.append(line)
-        phrases.append(" ".join([_readable(spec.name), _words(values)]).strip())
-    body = "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
+    for spec, which, ref in calls:
+        call = _call(spec, which, ref, lenient)
+        assert call is not None  # only tools with values are planned
+        lines.append(call[0])
+        said.append((spec.name, _words(call[1])))
+    phrases = [f"{_readable(said[0][0])} for {said[0][1]} and {said[1][1]}"]
+    phrases += [f"{_readable(name)} {words}".strip() for name, words in said[2:]]
     question = ", then ".join(phrases)
-    question = question[:1].upper() + question[1:]
-    return f"Question: {question}.\n{body}\n{len(lines) + 1}. join()\n{END_OF_PLAN}\n"
+    body = "".join(f"{i}. {line}\n" for i, line in enumerate(lines, 1))
+    return (
+        f"Question: {question[:1].upper()}{question[1:]}.\n"
+        f"{body}{len(lines) + 1}. join()\n{END_OF_PLAN}\n"
+    )
 
 
 def _words(values: Sequence[Any]) -> str:

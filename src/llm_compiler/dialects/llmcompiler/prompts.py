@@ -113,7 +113,8 @@ class PlannerInput:
         source: ExampleSource = "builtin" if EXAMPLE_TOOL in names else "own"
         if self.context.constrained and source == "own":
             source = self.constrained_examples
-        own = own_tools_example(tools) if source != "builtin" else ""
+        own = own_tools_example(tools, lenient=not self.context.constrained)
+        own = own if source != "builtin" else ""
         if source == "builtin" or not own:
             return PLANNER_EXAMPLES, EXAMPLE_NOTE
         if source == "mixed":
