@@ -154,3 +154,26 @@ def test_constrained_prompts_mix_builtin_and_own_examples_by_default():
     builtin_at = text.index(prompts.PLANNER_EXAMPLES)
     own_at = text.index('1. play(artist="Nina Simone")')
     assert prompts.MIXED_NOTE in text and builtin_at < own_at  # the run's own tools come last
+
+
+def test_schema_tools_never_chain_and_unknown_values_are_not_made_up():
+    from llm_compiler.dialects.llmcompiler.examples import own_tools_example
+    from llm_compiler.tools.schema import SchemaTool
+
+    def tool(name: str, props: dict) -> SchemaTool:
+        schema = {"type": "object", "properties": props, "required": list(props)}
+        return SchemaTool.from_definition(
+            {"name": name, "parameters": schema}, handler=lambda n, a: None
+        )
+
+    weather = tool("weather.get", {"location": {"type": "string"}})
+    convert = tool("to_f", {"celsius": {"type": "number"}})
+    play = tool("play", {"artist": {"type": "string"}, "minutes": {"type": "integer"}})
+    # no declared return type: independent calls only; `celsius` has no plausible value
+    assert own_tools_example([weather, convert]) == (
+        "Question: Weather get for Paris and Rome.\n"
+        '1. weather.get(location="Paris")\n2. weather.get(location="Rome")\n'
+        "3. join()\n<END_OF_PLAN>\n"
+    )
+    assert own_tools_example([play]) == ""  # `minutes`: a model would copy a made-up number
+    assert "minutes=3" in own_tools_example([play], lenient=True)  # unconstrained prompts
