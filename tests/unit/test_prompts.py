@@ -143,17 +143,32 @@ def test_generated_examples_use_plausible_values_and_chain_the_second_tool():
 
 
 def test_constrained_prompts_mix_builtin_and_own_examples_by_default():
+    async def get_weather(city: str) -> float:
+        """Weather."""
+        return 1.0
+
+    def to_f(celsius: float) -> float:
+        """Convert."""
+        return celsius
+
     def play(artist: str) -> str:
         """Play an artist."""
         return artist
 
-    ctx = PlannerContext(
-        prompt=PromptContext("q"), tools=[FunctionTool.from_defaults(fn=play)], constrained=True
-    )
-    text = prompts.PlannerInput(ctx).system()
+    def system(*fns) -> str:
+        tools = [FunctionTool.from_defaults(fn=f) for f in fns]
+        ctx = PlannerContext(prompt=PromptContext("q"), tools=tools, constrained=True)
+        return prompts.PlannerInput(ctx).system()
+
+    text = system(get_weather, to_f)
     builtin_at = text.index(prompts.PLANNER_EXAMPLES)
-    own_at = text.index('1. play(artist="Nina Simone")')
+    own_at = text.index(
+        '1. get_weather(city="Paris")\n2. get_weather(city="Rome")\n3. to_f(celsius=$1)'
+    )
     assert prompts.MIXED_NOTE in text and builtin_at < own_at  # the run's own tools come last
+    # nothing flows from one tool to another: the built-in examples alone
+    text = system(play)
+    assert prompts.EXAMPLE_NOTE in text and 'play(artist="' not in text
 
 
 def test_schema_tools_never_chain_and_unknown_values_are_not_made_up():

@@ -160,11 +160,14 @@ def _readable(name: str) -> str:
     return " ".join(_WORD.findall(re.sub(r"([a-z])([A-Z])", r"\1 \2", name).lower()))
 
 
-def own_tools_example(tools: Sequence[BaseTool], lenient: bool = False) -> str:
+def own_tools_example(
+    tools: Sequence[BaseTool], lenient: bool = False, chained_only: bool = False
+) -> str:
     """A plan with the run's tools: one called twice in parallel, then one or two others
     once each, the first of them on the first call's result (``$1``) where the types fit.
-    Empty if no tool can be shown (see the module docstring); `lenient` shows every tool,
-    with values by type where no plausible one is known.
+    Empty if no tool can be shown (see the module docstring), or if `chained_only` and no
+    tool fits another; `lenient` shows every tool, with values by type where no
+    plausible one is known.
 
     One example of this shape did best on the own-tools eval; three of different shapes
     (parallel, chain, single call) did worse: the small model copied the last one.
@@ -180,7 +183,7 @@ def own_tools_example(tools: Sequence[BaseTool], lenient: bool = False) -> str:
         ),
         None,
     )
-    if chain is None and not plain:
+    if chain is None and (chained_only or not plain):
         return ""
     first, rest = chain if chain else (_ordered(plain)[0], None)
     others = [s for s in _ordered(plain) if s is not first and s is not rest]
