@@ -10,14 +10,13 @@ is set, carry ``Authorization: Bearer <token>``. Every relaxation is an explicit
 from __future__ import annotations
 
 import hmac
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from llm_compiler.errors import ConfigurationError
-from llm_compiler.serving.guard import ASGIApp, Receive, Scope, Send
+from llm_compiler.serving.guard import ASGIApp, Receive, Scope, Send, reply
 
 #: Host names that always reach this machine only.
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -212,9 +211,5 @@ async def _refuse(scope: Scope, send: Send, refused: Refused) -> None:
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 1008})
         return
-    payload = json.dumps({"detail": refused.detail}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
-    if refused.status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
-    await send({"type": "http.response.start", "status": refused.status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
+    extra = [(b"www-authenticate", b"Bearer")] if refused.status == 401 else []
+    await reply(send, refused.status, refused.detail, extra)
