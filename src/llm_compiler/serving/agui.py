@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.llms import ChatMessage, MessageRole
@@ -289,7 +289,9 @@ async def start_run(server: WorkflowServer, name: str, turn: ChatTurn) -> tuple[
     workflow = service.get_workflow(name)
     if workflow is None:
         raise BadRequest(404, f"Unknown workflow {name!r}.")
-    start = workflow.start_event_class(user_msg=turn.question, chat_history=turn.history)
+    start = workflow.start_event_class.model_validate(
+        {"user_msg": turn.question, "chat_history": turn.history}
+    )
     data = await service.start_workflow(workflow, uuid.uuid4().hex, start_event=start)
     if data.run_id is None:
         raise BadRequest(409, f"The run of {name!r} did not start.")

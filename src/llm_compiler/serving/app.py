@@ -168,7 +168,7 @@ def build_app(
 def cors(policy: SecurityPolicy) -> Middleware:
     """CORS for the listed origins only, without credentials (the token is a header)."""
     return Middleware(
-        CORSMiddleware,  # type: ignore[arg-type]  # starlette's factory protocol
+        CORSMiddleware,
         allow_origins=sorted(policy.allow_origins),
         allow_methods=["GET", "POST"],
         allow_headers=["authorization", "content-type", "last-event-id"],

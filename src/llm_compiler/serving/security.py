@@ -27,7 +27,9 @@ PUBLIC_PATHS = re.compile(r"^/(static/.*)?$")
 MIN_TOKEN_CHARS = 16
 _STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_HOST = re.compile(r"^(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<name>[A-Za-z0-9._-]+))(?::(?P<port>\d{1,5}))?$")
+_HOST = re.compile(
+    r"^(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<name>[A-Za-z0-9._-]+))(?::(?P<port>\d{1,5}))?$"
+)
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ class SecurityGuard:
         path = scope.get("path", "")
         if not (method in ("GET", "HEAD") and PUBLIC_PATHS.match(path)):
             if not self.policy.token_matches(headers.get("authorization")):
-                raise Refused(401, "This server needs its token: send Authorization: Bearer <token>.")
+                raise Refused(401, "This server needs its token: Authorization: Bearer <token>.")
         if method in _STATE_CHANGING:
             kind = headers.get("content-type", "").split(";")[0].strip().lower()
             if kind != "application/json":
