@@ -12,6 +12,28 @@ const GANTT_W = 760, BAR_H = 18, LABEL_W = 150;
 // Exposed for tests and benchmarks: the current run and its measurements.
 const page = (window.compilerPage = { run: null, latencies: [] });
 
+// The server's token, if it has one: handed over once in the URL fragment (#token=..., never
+// sent to the server), kept for this tab in sessionStorage and sent as a header on every
+// request, the event stream included (so it is read with fetch: EventSource sends no headers).
+const TOKEN_KEY = "llm-compiler-token";
+const handed = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+if (handed) {
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(handed[1]));
+  history.replaceState(history.state, "", location.pathname + location.search);
+}
+
+async function api(path, options = {}) {
+  const headers = new Headers(options.headers || {});
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.set("authorization", `Bearer ${token}`);
+  const r = await fetch(path, { ...options, headers });
+  if (r.status === 401) {
+    $("error").textContent = "This server needs its token: open the page with the URL llm-compiler serve printed (it ends in #token=…).";
+    $("error").hidden = false;
+  }
+  return r;
+}
+
 function el(tag, attrs = {}, parent = null, text = null) {
   const node = document.createElementNS(SVGNS, tag);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
@@ -71,7 +93,7 @@ class Run {
     $("rounds").replaceChildren();
     $("gantt").replaceChildren();
     for (const id of ["answer", "error", "details"]) $(id).hidden = true;
-    $("mermaid").href = `/api/runs/${encodeURIComponent(id)}/mermaid`;
+    $("mermaid").href = `/api/runs/${encodeURIComponent(id)}/mermaid`; // opened with the token: openChart
     $("mermaid").hidden = false;
     $("peak").textContent = "";
     this.resize();
@@ -302,7 +324,7 @@ class Run {
   }
 
   close() {
-    if (this.source) this.source.close();
+    if (this.source) this.source.abort();
     this.source = null;
     $("cancel").hidden = true;
     this.gantt();
@@ -312,21 +334,55 @@ class Run {
   subscribe() {
     status("Connecting…");
     $("cancel").hidden = false;
-    // -1: from the first event (the server's default, "now", would drop earlier ones).
-    // On a dropped connection the browser resends Last-Event-ID and the server resumes.
-    const source = (this.source = new EventSource(`/events/${encodeURIComponent(this.id)}?after_sequence=-1`));
-    source.onmessage = (msg) => {
-      const env = JSON.parse(msg.data);
+    this.source = new AbortController();
+    this.follow(this.source.signal);
+  }
+
+  // The run's SSE stream, read with fetch and parsed frame by frame. It starts at
+  // after_sequence=-1 (the server's default, "now", would drop earlier events); after a
+  // dropped connection it resumes after the last event seen, as EventSource would.
+  async follow(signal) {
+    let last = "-1";
+    for (let tries = 0; tries < 5 && !this.finished && !signal.aborted; tries++) {
+      try {
+        const r = await api(`/events/${encodeURIComponent(this.id)}?after_sequence=${last}`, { signal });
+        if (r.status !== 200 || !r.body) break;
+        tries = 0;
+        const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+          buffer += chunk.value;
+          let cut;
+          while ((cut = buffer.indexOf("\n\n")) >= 0) {
+            last = this.frame(buffer.slice(0, cut)) ?? last;
+            buffer = buffer.slice(cut + 2);
+          }
+        }
+      } catch (e) {
+        if (signal.aborted) return;
+      }
+      if (!this.finished && !signal.aborted) await new Promise((ok) => setTimeout(ok, 1000));
+    }
+    if (!this.finished && !signal.aborted) this.settle();
+  }
+
+  // One SSE frame ("id: n" and "data: {...}" lines): handle its event, return its id.
+  frame(text) {
+    let id = null, data = "";
+    for (const line of text.split("\n")) {
+      if (line.startsWith("id:")) id = line.slice(3).trim();
+      else if (line.startsWith("data:")) data += line.slice(5).trimStart();
+    }
+    if (data) {
+      const env = JSON.parse(data);
       this.handle(env.type, env.value || {});
-    };
-    source.onerror = () => {
-      if (source.readyState === EventSource.CLOSED && !this.finished) this.settle();
-    };
+    }
+    return id;
   }
 
   // The stream ended without a final event (e.g. 204: the run was over): ask its status.
   async settle() {
-    const r = await fetch(`/handlers/${encodeURIComponent(this.id)}`);
+    const r = await api(`/handlers/${encodeURIComponent(this.id)}`);
     if (!r.ok) return this.fail("Failed", { error: r.status === 404 ? "Run not found" : `HTTP ${r.status}` });
     const h = await r.json();
     if (h.status === "completed" && h.result) this.finish(answerOf(h.result.value.result));
@@ -349,7 +405,7 @@ async function ask(event) {
   event.preventDefault();
   const question = $("question").value.trim();
   const workflow = $("workflow").value || "compiler";
-  const r = await fetch(`/workflows/${encodeURIComponent(workflow)}/run-nowait`, {
+  const r = await api(`/workflows/${encodeURIComponent(workflow)}/run-nowait`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ start_event: { user_msg: question } }),
@@ -366,7 +422,7 @@ async function ask(event) {
 }
 
 async function loadRuns() {
-  const r = await fetch("/api/runs");
+  const r = await api("/api/runs");
   if (!r.ok) return;
   const list = $("runs");
   list.replaceChildren();
@@ -384,8 +440,18 @@ async function loadRuns() {
   }
 }
 
+// The Mermaid chart needs the token too: fetched, then shown from a local blob.
+async function openChart(event) {
+  if (!sessionStorage.getItem(TOKEN_KEY)) return; // no token: the plain link works
+  event.preventDefault();
+  const r = await api($("mermaid").getAttribute("href"));
+  if (r.ok) window.open(URL.createObjectURL(new Blob([await r.text()], { type: "text/plain" })), "_blank");
+}
+
 async function init() {
-  const info = await (await fetch("/api/info")).json();
+  const r = await api("/api/info");
+  if (!r.ok) return;
+  const info = await r.json();
   const question = $("question");
   if (info.question) question.placeholder = `e.g. ${info.question}`;
   // The sample question, unless the user has started typing while this loaded.
@@ -397,7 +463,9 @@ async function init() {
   }
   $("workflow").value = info.default;
   $("ask").addEventListener("submit", ask);
-  $("cancel").addEventListener("click", () => page.run && fetch(`/handlers/${encodeURIComponent(page.run.id)}/cancel`, { method: "POST" }));
+  const json = { "content-type": "application/json" };
+  $("cancel").addEventListener("click", () => page.run && api(`/handlers/${encodeURIComponent(page.run.id)}/cancel`, { method: "POST", headers: json, body: "{}" }));
+  $("mermaid").addEventListener("click", openChart);
   $("d-close").addEventListener("click", () => ($("details").hidden = true));
   window.addEventListener("popstate", () => {
     const id = new URLSearchParams(location.search).get("run");
