@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from llama_index.core.llms import ChatMessage, MessageRole
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -325,8 +326,9 @@ async def agui_events(
             for event in events:
                 yield encoder.encode(event)
     finally:
-        if not ended:
-            await server._service.cancel_handler(handler_id)
+        if not ended:  # the client went away: shielded, as this task is being cancelled
+            with anyio.CancelScope(shield=True):
+                await server._service.cancel_handler(handler_id)
 
 
 def _translate(translator: AGUITranslator, stored: StoredEvent) -> tuple[list[BaseEvent], bool]:
@@ -334,7 +336,10 @@ def _translate(translator: AGUITranslator, stored: StoredEvent) -> tuple[list[Ba
     envelope = stored.event
     kinds = {envelope.type, *(envelope.types or [])}
     if envelope.type in FAILED:
-        detail = envelope.value.get("exception") or envelope.value.get("error") or envelope.type
+        error = envelope.value.get("exception") or envelope.value.get("error")
+        if isinstance(error, dict):  # a stored exception: its type and message
+            error = error.get("exception_message") or error.get("exception_type")
+        detail = error or envelope.type.removesuffix("Event").removeprefix("Workflow").lower()
         return translator.fail(f"The run ended without an answer: {detail}"), True
     if "StopEvent" in kinds:
         return translator.translate(StopEvent(result=_answer(envelope.value.get("result")))), True
