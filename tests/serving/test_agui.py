@@ -9,7 +9,7 @@ import json
 import httpx
 from ag_ui.core import EventType
 
-from llm_compiler.serving import build_app
+from llm_compiler.serving import build_app, make_store
 
 from .conftest import ANSWER, scripted, sse, start_server, stop, workflow
 
@@ -107,11 +107,16 @@ HISTORY_INPUT = {
 }
 
 
-async def test_a_run_goes_through_the_server_with_the_chat_history(overlap):
-    """Listed in /handlers under the id the response names; the messages before the
-    question are the run's chat history (the planner sees them)."""
+async def test_a_run_goes_through_the_server_with_the_chat_history(overlap, tmp_path):
+    """Listed in /handlers under the id the response names and kept in the store; the
+    messages before the question are the run's chat history (the planner sees them)."""
+    from llama_agents.server import HandlerQuery
+
     llm = scripted()
-    url, task, _ = await start_server(lambda: build_app({"compiler": workflow(overlap, llm)}))
+    spec = f"sqlite:///{tmp_path / 'runs.db'}"
+    url, task, _ = await start_server(
+        lambda: build_app({"compiler": workflow(overlap, llm)}, store=make_store(spec))
+    )
     try:
         async with (
             httpx.AsyncClient(base_url=url, timeout=20) as c,
@@ -128,6 +133,8 @@ async def test_a_run_goes_through_the_server_with_the_chat_history(overlap):
     custom = next(e for e in events if e["type"] == EventType.CUSTOM)
     assert custom["name"] == "handler" and custom["value"] == {"handler_id": handler_id}
     assert [(h["handler_id"], h["status"]) for h in handlers] == [(handler_id, "completed")]
+    stored = await make_store(spec).query(HandlerQuery(handler_id_in=[handler_id]))
+    assert [h.status for h in stored] == ["completed"]  # persisted, as any server run
     planner = llm.calls[0].prompt
     assert "zanzibar-42" in planner and "Noted: zanzibar-42." in planner
     assert planner.count("alpha and beta?") >= 1
