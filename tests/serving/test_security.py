@@ -166,6 +166,10 @@ def test_origins_are_checked_when_configured():
     assert SecurityPolicy.build(allow_origins=["HTTPS://App.Example:443"]).allow_origins == {
         "https://app.example"
     }
+    hosts = SecurityPolicy.build(allow_hosts=["Box.LAN:8000", "[fe80::1]", "*"]).allow_hosts
+    assert hosts == {"box.lan", "fe80::1", "*"}
+    with pytest.raises(ConfigurationError, match="--allow-host"):
+        SecurityPolicy.build(allow_hosts=["http://box"])
     with pytest.raises(ConfigurationError, match="at least 16"):
         SecurityPolicy.build(token="short")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -305,10 +305,12 @@ async def agui_events(
     name: str,
     turn: ChatTurn,
     ids: tuple[str, str],
+    gone: Callable[[], Awaitable[bool]],
 ) -> AsyncIterator[str]:
     """Yield the AG-UI events (SSE lines) of the stored run `ids` (handler id, run id).
 
-    The run is cancelled if the client goes away before it ends (the generator is closed).
+    If the stream stops before the run ends, the run is cancelled when the client went
+    away (`gone`), and kept when the server is shutting down (it resumes on restart).
     """
     from ag_ui.core import CustomEvent
     from ag_ui.encoder import EventEncoder
@@ -326,9 +328,10 @@ async def agui_events(
             for event in events:
                 yield encoder.encode(event)
     finally:
-        if not ended:  # the client went away: shielded, as this task is being cancelled
-            with anyio.CancelScope(shield=True):
-                await server._service.cancel_handler(handler_id)
+        if not ended:
+            with anyio.CancelScope(shield=True):  # this task is being cancelled
+                if await gone():
+                    await server._service.cancel_handler(handler_id)
 
 
 def _translate(translator: AGUITranslator, stored: StoredEvent) -> tuple[list[BaseEvent], bool]:
@@ -376,7 +379,7 @@ def agui_route(
             ids = await start_run(server, name, turn)
         except BadRequest as e:
             return JSONResponse({"detail": e.detail}, status_code=e.status)
-        stream = agui_events(server, store, name, turn, ids)
+        stream = agui_events(server, store, name, turn, ids, request.is_disconnected)
         headers = {"x-handler-id": ids[0], "cache-control": "no-cache"}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 

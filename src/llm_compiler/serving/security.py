@@ -69,7 +69,7 @@ class SecurityPolicy:
                 "(e.g. python -c 'import secrets; print(secrets.token_urlsafe())')."
             )
         origins = frozenset(normalize_origin(o) for o in allow_origins)
-        hosts = frozenset(h.strip().lower().strip("[]") for h in allow_hosts if h.strip())
+        hosts = frozenset(_host_name(h) for h in allow_hosts if h.strip())
         return cls(token or None, origins, hosts, insecure)
 
     def host_allowed(self, name: str) -> bool:
@@ -102,6 +102,20 @@ def normalize_origin(origin: str) -> str:
     if port is None or port == _DEFAULT_PORTS[parts.scheme]:
         return f"{parts.scheme}://{host}"
     return f"{parts.scheme}://{host}:{port}"
+
+
+def _parse_host(host: str) -> str | None:
+    """The lowercase name of ``host[:port]`` (brackets off an IPv6 address), None if malformed."""
+    match = _HOST.match(host.strip())
+    return None if match is None else (match["v6"] or match["name"]).lower().rstrip(".")
+
+
+def _host_name(host: str) -> str:
+    """An ``--allow-host`` value as a name (``*`` stays), or ConfigurationError."""
+    name = "*" if host.strip() == "*" else _parse_host(host)
+    if name is None:
+        raise ConfigurationError(f"--allow-host takes a host name or address, got {host!r}.")
+    return name
 
 
 class Refused(Exception):
@@ -162,10 +176,9 @@ class SecurityGuard:
         """The request's ``host[:port]`` (lowercase) once its name is one this server serves."""
         if not value:
             raise Refused(400, "The request has no Host header.")
-        match = _HOST.match(value.strip())
-        if match is None:
+        name = _parse_host(value)
+        if name is None:
             raise Refused(400, f"Malformed Host header {value!r}.")
-        name = (match["v6"] or match["name"]).lower().rstrip(".")
         if not self.policy.host_allowed(name):
             raise Refused(
                 421,
