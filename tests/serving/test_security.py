@@ -153,7 +153,10 @@ async def test_a_listed_origin_may_call_without_credentials(overlap):
             r = await c.post(
                 RUN, content=QUESTION, headers={"origin": EVIL, "content-type": "application/json"}
             )
-            assert r.status_code == 403
+            assert r.status_code == 403 and "access-control-allow-origin" not in r.headers
+            # A listed origin's script can read why it was refused.
+            r = await c.post(RUN, content=QUESTION, headers={"origin": app})
+            assert r.status_code == 415 and r.headers["access-control-allow-origin"] == app
     finally:
         await stop(task)
 
@@ -332,3 +335,35 @@ def test_the_cli_refuses_to_expose_without_a_token(capsys, monkeypatch):
     assert policy.allow_hosts == {"box", "10.0.0.5"} and not policy.insecure
     assert security_policy(parser().parse_args(["serve", "--token", "x" * 20])).token == "x" * 20
     assert parser().parse_args(["serve", "--insecure"]).insecure
+
+
+@pytest.mark.timeout(60)
+def test_the_command_hands_the_page_its_token():
+    """``LLM_COMPILER_TOKEN``: the printed URL carries it in the fragment; the API needs it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{root / 'src'}{os.pathsep}{root}",
+        "LLM_COMPILER_TOKEN": TOKEN,
+    }
+    cmd = [sys.executable, "-m", "llm_compiler.cli", "serve", "--port", "0"]
+    cmd += ["--workflow", "tests.serving.cli_app:make"]
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        url = line.split(" at ")[1].split()[0]
+        base, _, fragment = url.partition("#")
+        assert fragment == f"token={TOKEN}", line
+        assert httpx.get(base, timeout=10).status_code == 200  # the page shell
+        assert httpx.get(base + "api/info", timeout=10).status_code == 401
+        good = {"authorization": f"Bearer {TOKEN}"}
+        assert httpx.get(base + "api/info", headers=good, timeout=10).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0

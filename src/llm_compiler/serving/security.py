@@ -125,6 +125,8 @@ class Refused(Exception):
         super().__init__(detail)
         self.status = status
         self.detail = detail
+        #: The allowed origin the request came from, if any (its script may read the reply).
+        self.cors_origin: str | None = None
 
 
 class SecurityGuard:
@@ -161,7 +163,14 @@ class SecurityGuard:
             self._check_origin(origin, host, scope.get("scheme", "http"))
         if method == "OPTIONS" and origin is not None:
             return  # a CORS preflight: the CORS middleware answers it
-        path = scope.get("path", "")
+        try:
+            self._check_request(method, scope.get("path", ""), headers)
+        except Refused as e:  # a listed origin's script may read why it was refused
+            e.cors_origin = origin
+            raise
+
+    def _check_request(self, method: str, path: str, headers: dict[str, str]) -> None:
+        """The token, and a JSON content type for requests that change state."""
         if not (method in ("GET", "HEAD") and PUBLIC_PATHS.match(path)):
             if not self.policy.token_matches(headers.get("authorization")):
                 raise Refused(401, "This server needs its token: Authorization: Bearer <token>.")
@@ -227,4 +236,9 @@ async def _refuse(scope: Scope, send: Send, refused: Refused) -> None:
         await send({"type": "websocket.close", "code": 1008})
         return
     extra = [(b"www-authenticate", b"Bearer")] if refused.status == 401 else []
+    if refused.cors_origin is not None:
+        extra += [
+            (b"access-control-allow-origin", refused.cors_origin.encode()),
+            (b"vary", b"Origin"),
+        ]
     await reply(send, refused.status, refused.detail, extra)
