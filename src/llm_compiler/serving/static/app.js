@@ -13,26 +13,28 @@ const GANTT_W = 760, BAR_H = 18, LABEL_W = 150;
 const page = (window.compilerPage = { run: null, latencies: [] });
 
 // The server's token, if it has one: handed over once in the URL fragment (#token=..., never
-// sent to the server), kept for this tab in sessionStorage and sent as a header on every
-// request, the event stream included (so it is read with fetch: EventSource sends no headers).
+// sent to the server), kept for this tab in sessionStorage and sent as a header with every
+// request to this server, the event stream included (so it is read with fetch: EventSource
+// sends no headers). fetch itself is wrapped, so no request of the page can go without it.
 const TOKEN_KEY = "llm-compiler-token";
 const handed = /(?:^#|&)token=([^&]*)/.exec(location.hash);
 if (handed) {
   sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(handed[1]));
   history.replaceState(history.state, "", location.pathname + location.search);
 }
-
-async function api(path, options = {}) {
-  const headers = new Headers(options.headers || {});
+const pageFetch = window.fetch.bind(window);
+window.fetch = async (path, options = {}) => {
+  if (typeof path !== "string" || !path.startsWith("/")) return pageFetch(path, options);
   const token = sessionStorage.getItem(TOKEN_KEY);
+  const headers = new Headers(options.headers || {});
   if (token) headers.set("authorization", `Bearer ${token}`);
-  const r = await fetch(path, { ...options, headers });
+  const r = await pageFetch(path, { ...options, headers });
   if (r.status === 401) {
     $("error").textContent = "This server needs its token: open the page with the URL llm-compiler serve printed (it ends in #token=…).";
     $("error").hidden = false;
   }
   return r;
-}
+};
 
 function el(tag, attrs = {}, parent = null, text = null) {
   const node = document.createElementNS(SVGNS, tag);
@@ -93,7 +95,7 @@ class Run {
     $("rounds").replaceChildren();
     $("gantt").replaceChildren();
     for (const id of ["answer", "error", "details"]) $(id).hidden = true;
-    $("mermaid").href = `/api/runs/${encodeURIComponent(id)}/mermaid`; // opened with the token: openChart
+    $("mermaid").href = `/api/runs/${encodeURIComponent(id)}/mermaid`;
     $("mermaid").hidden = false;
     $("peak").textContent = "";
     this.resize();
@@ -345,7 +347,7 @@ class Run {
     let last = "-1";
     for (let tries = 0; tries < 5 && !this.finished && !signal.aborted; tries++) {
       try {
-        const r = await api(`/events/${encodeURIComponent(this.id)}?after_sequence=${last}`, { signal });
+        const r = await fetch(`/events/${encodeURIComponent(this.id)}?after_sequence=${last}`, { signal });
         if (r.status !== 200 || !r.body) break;
         tries = 0;
         const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -382,7 +384,7 @@ class Run {
 
   // The stream ended without a final event (e.g. 204: the run was over): ask its status.
   async settle() {
-    const r = await api(`/handlers/${encodeURIComponent(this.id)}`);
+    const r = await fetch(`/handlers/${encodeURIComponent(this.id)}`);
     if (!r.ok) return this.fail("Failed", { error: r.status === 404 ? "Run not found" : `HTTP ${r.status}` });
     const h = await r.json();
     if (h.status === "completed" && h.result) this.finish(answerOf(h.result.value.result));
@@ -405,7 +407,7 @@ async function ask(event) {
   event.preventDefault();
   const question = $("question").value.trim();
   const workflow = $("workflow").value || "compiler";
-  const r = await api(`/workflows/${encodeURIComponent(workflow)}/run-nowait`, {
+  const r = await fetch(`/workflows/${encodeURIComponent(workflow)}/run-nowait`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ start_event: { user_msg: question } }),
@@ -422,7 +424,7 @@ async function ask(event) {
 }
 
 async function loadRuns() {
-  const r = await api("/api/runs");
+  const r = await fetch("/api/runs");
   if (!r.ok) return;
   const list = $("runs");
   list.replaceChildren();
@@ -444,12 +446,12 @@ async function loadRuns() {
 async function openChart(event) {
   if (!sessionStorage.getItem(TOKEN_KEY)) return; // no token: the plain link works
   event.preventDefault();
-  const r = await api($("mermaid").getAttribute("href"));
+  const r = await fetch($("mermaid").getAttribute("href"));
   if (r.ok) window.open(URL.createObjectURL(new Blob([await r.text()], { type: "text/plain" })), "_blank");
 }
 
 async function init() {
-  const r = await api("/api/info");
+  const r = await fetch("/api/info");
   if (!r.ok) return;
   const info = await r.json();
   const question = $("question");
@@ -464,7 +466,7 @@ async function init() {
   $("workflow").value = info.default;
   $("ask").addEventListener("submit", ask);
   const json = { "content-type": "application/json" };
-  $("cancel").addEventListener("click", () => page.run && api(`/handlers/${encodeURIComponent(page.run.id)}/cancel`, { method: "POST", headers: json, body: "{}" }));
+  $("cancel").addEventListener("click", () => page.run && fetch(`/handlers/${encodeURIComponent(page.run.id)}/cancel`, { method: "POST", headers: json, body: "{}" }));
   $("mermaid").addEventListener("click", openChart);
   $("d-close").addEventListener("click", () => ($("details").hidden = true));
   window.addEventListener("popstate", () => {
