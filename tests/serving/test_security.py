@@ -127,6 +127,14 @@ async def test_missing_or_allowed_hosts():
     assert await guard_status(policy, proxied, method="POST") == 415  # past the origin check
     other_port = [(b"host", b"localhost"), (b"origin", b"http://localhost:3000")]
     assert await guard_status(policy, other_port) == 403
+    # Another site's <img> or <script> sends no Origin, but the browser says cross-site.
+    cross = [(b"host", b"localhost"), (b"sec-fetch-site", b"cross-site")]
+    assert await guard_status(policy, cross) == 403
+    assert await guard_status(policy, cross, path="/") == 200  # a link to the page is fine
+    assert (
+        await guard_status(policy, [(b"host", b"localhost"), (b"sec-fetch-site", b"same-origin")])
+        == 200
+    )
 
 
 async def test_a_listed_origin_may_call_without_credentials(overlap):

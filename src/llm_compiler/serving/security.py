@@ -161,6 +161,10 @@ class SecurityGuard:
         origin = headers.get("origin")
         if origin is not None:
             self._check_origin(origin, host, scope.get("scheme", "http"))
+        elif headers.get("sec-fetch-site") == "cross-site" and not _public(method, scope):
+            # A browser's request from another site without an Origin (an <img>, a
+            # <script>): nothing another site loads may touch the API.
+            raise Refused(403, "Requests from other sites are not accepted.")
         if method == "OPTIONS" and origin is not None:
             return  # a CORS preflight: the CORS middleware answers it
         try:
@@ -171,7 +175,7 @@ class SecurityGuard:
 
     def _check_request(self, method: str, path: str, headers: dict[str, str]) -> None:
         """The token, and a JSON content type for requests that change state."""
-        if not (method in ("GET", "HEAD") and PUBLIC_PATHS.match(path)):
+        if not _public(method, {"path": path}):
             if not self.policy.token_matches(headers.get("authorization")):
                 raise Refused(401, "This server needs its token: Authorization: Bearer <token>.")
         if method in _STATE_CHANGING:
@@ -208,6 +212,11 @@ class SecurityGuard:
             f"Requests from origin {normalized} are not accepted; start the server with "
             f"--allow-origin {normalized} to let that site call it.",
         )
+
+
+def _public(method: str, scope: Scope) -> bool:
+    """Whether the request only fetches the page shell (anyone may)."""
+    return method in ("GET", "HEAD") and PUBLIC_PATHS.match(scope.get("path", "")) is not None
 
 
 def _same_origin(origin: str, host: str, scheme: str) -> bool:
