@@ -106,6 +106,11 @@ async def run_server(args: argparse.Namespace) -> None:
     store = make_store(args.store)
     policy = security_policy(args)
     check_exposure(policy, args.host)  # before the model starts: fail in a second, not a minute
+    if args.host in _WILDCARDS and not args.allow_host:
+        print(  # noqa: T201
+            f"Note: on {args.host}, requests must name this server by a loopback name; add "
+            "--allow-host NAME for each name or address other machines use to reach it."
+        )
     announce = partial(_announce, policy.token)
     if args.workflow:
         workflows = load_workflows(args.workflow)
