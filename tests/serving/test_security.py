@@ -248,6 +248,18 @@ async def test_only_client_events_reach_a_run(overlap):
     assert late.status_code in (404, 409)  # a duplicate after the run: refused
 
 
+async def test_a_client_cannot_choose_internal_ids_or_state(served):
+    """A run's id and its saved context are the server's: a client may not supply them."""
+    url, _ = served
+    async with httpx.AsyncClient(base_url=url, timeout=20) as c:
+        start = {"user_msg": "q?", "compiler_run_id": "another-runs-id"}
+        r = await c.post(RUN, json={"start_event": start})
+        assert r.status_code == 400 and "compiler_run_id" in r.json()["detail"]
+        r = await c.post(RUN, json={"start_event": {"user_msg": "q?"}, "context": {"state": {}}})
+        assert r.status_code == 400 and "Context API is disabled" in r.json()["detail"]
+        assert await handler_count(c) == 0
+
+
 async def test_an_unknown_run_gets_404(served):
     url, _ = served
     async with httpx.AsyncClient(base_url=url, timeout=20) as c:

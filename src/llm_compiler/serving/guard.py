@@ -114,6 +114,8 @@ def _check_start_event(data: dict[str, Any]) -> None:
     question = start.get("user_msg")
     if not isinstance(question, str) or not question.strip():
         raise BadRequest(400, "start_event.user_msg must be a non-empty question.")
+    if start.get("compiler_run_id") is not None:  # it keys the run's events and journal
+        raise BadRequest(400, "start_event.compiler_run_id is chosen by the server, not a client.")
 
 
 def replay(body: bytes, receive: Receive) -> Receive:
