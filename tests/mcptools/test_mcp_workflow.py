@@ -6,11 +6,11 @@ import asyncio
 import os
 
 import pytest
+from mcp_fixtures import GARBAGE, PEAKS, of, run
 from workflows.errors import WorkflowCancelledByUser
 
 from llm_compiler import LLMCompilerWorkflow, TaskReady, TaskResult, tools_from_mcp
 from llm_compiler.testing import ScriptedLLM
-from mcp_fixtures import GARBAGE, PEAKS, of, run
 
 FINISH = "Thought: I have it.\nAction: Finish({})"
 pytestmark = pytest.mark.timeout(90)

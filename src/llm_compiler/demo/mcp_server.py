@@ -21,7 +21,7 @@ import inspect
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -37,7 +37,8 @@ def build_server() -> MCPServer:
         "and a calculator.",
         log_level="WARNING",
     )
-    for fn in demo_tools.TOOLS:
+    tools = cast("list[Callable[..., Any]]", demo_tools.TOOLS)
+    for fn in tools:
         server.add_tool(_telling(fn))
     return server
 

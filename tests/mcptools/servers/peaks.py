@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import uvicorn
-
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
@@ -121,6 +120,12 @@ async def wait_until(key: str, at_least: int, timeout: float = 10) -> int:
     except TimeoutError:
         pass
     return _state[key]
+
+
+@server.tool()
+def pid() -> int:
+    """This server's process id."""
+    return os.getpid()
 
 
 @server.tool()
