@@ -156,12 +156,15 @@ async def test_closing_ends_the_stdio_server():
 
 
 async def test_mcp_runs_make_no_blocking_calls_on_the_loop():
-    plan = '1. height("Everest")\n2. height("K2")\n3. subtract($1, $2)\n4. crash()\n5. join()'
+    plan = '1. height("Everest")\n2. height("K2")\n3. subtract($1, $2)\n4. join()'
     async with tools_from_mcp(PEAKS) as tools:
-        wf = LLMCompilerWorkflow(tools=tools, llm=ScriptedLLM([plan, FINISH] * 2), timeout=60)
+        script = [plan, FINISH, "1. crash()\n2. join()", FINISH, plan, FINISH]
+        wf = LLMCompilerWorkflow(tools=tools, llm=ScriptedLLM(script), timeout=60)
         await run(wf, user_msg="warm-up")
+        await run(wf, user_msg="crash")
         with blockbuster_ctx():
-            # A reconnection (the crash ended the first session) starts a new process.
+            # The crash ended the first session: this run starts a new server process.
             _, events = await asyncio.wait_for(run(wf, user_msg="q"), 60)
+        assert tools[0].connection.sessions_opened == 2
     outputs = {e.task_id: e.output for e in of(events, TaskResult)}
-    assert outputs[3] == 238 and "crash" in outputs[4]
+    assert outputs == {1: 8849, 2: 8611, 3: 238}
