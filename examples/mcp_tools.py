@@ -23,9 +23,9 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from demo import Printer  # examples/demo.py: prints events as they arrive
 from llama_index.core.agent.workflow import AgentStream
 
+from demo import Printer  # examples/demo.py: prints events as they arrive
 from llm_compiler import LLMCompilerError, LLMCompilerWorkflow, TaskResult, tools_from_mcp
 from llm_compiler.demo import tools as demo_tools
 from llm_compiler.models.resolve import resolve_llm

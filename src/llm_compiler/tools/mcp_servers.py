@@ -127,9 +127,15 @@ class MCPConnection:
 
     async def aclose(self) -> None:
         """Close the session (a stdio server gets EOF and is ended if it lingers)."""
+        loop = asyncio.get_running_loop()
+        opening = self._opening
+        if opening is not None and opening.get_loop() is loop:
+            await asyncio.wait({opening})  # a session still starting is closed too
         session = self._session
+        if session.loop is not loop:
+            return  # never opened, or on another loop: nothing this loop can close
         session.stop.set()
-        if session.runner is not None and session.loop is asyncio.get_running_loop():
+        if session.runner is not None:
             await asyncio.wait({session.runner}, timeout=10)
 
     async def __aenter__(self) -> MCPConnection:
@@ -162,7 +168,7 @@ class MCPConnection:
         session.runner = asyncio.create_task(self._run(session, ready), name=f"mcp {self.name}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             session.runner.cancel()
             raise MCPServerError(
                 f"The MCP server {self.name} did not answer within {self.connect_timeout:g} s."
