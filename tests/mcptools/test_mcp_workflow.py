@@ -59,7 +59,12 @@ async def test_structured_text_and_odd_names():
     )
     async with tools_from_mcp(PEAKS, exclude=["crash"]) as tools:
         assert "crash" not in [t.metadata.name for t in tools]
-        _, events = await run(compiler(tools, plan), user_msg="q")
+        wf = compiler(tools, plan, "1. pid()\n2. pid()\n3. join()")
+        _, events = await run(wf, user_msg="q")
+        _, again = await run(wf, user_msg="again")
+        # One session (one server process) for every task of both runs.
+        assert tools[0].connection.sessions_opened == 1
+        assert len({e.output for e in of(again, TaskResult)}) == 1
     done = results(events)
     assert done[1].output == {"name": "K2", "height": 8611}  # an object stays an object
     assert done[2].output == ["Everest", "K2", "Kangchenjunga"]  # {"result": [...]} unwrapped

@@ -182,7 +182,8 @@ class MCPConnection:
         errlog = None if self.url else await asyncio.to_thread(tempfile.TemporaryFile, "w+")
         try:
             async with AsyncExitStack() as stack:
-                session.client = await stack.enter_async_context(self._client(stack, errlog))
+                client = await self._client(stack, errlog)
+                session.client = await stack.enter_async_context(client)
                 ready.set_result(None)
                 await session.stop.wait()
             if session.broken:
@@ -195,17 +196,22 @@ class MCPConnection:
                 )
         finally:
             session.ended.set()
+            if not ready.done():  # cancelled while starting
+                ready.set_exception(MCPServerError(f"The MCP server {self.name} was stopped."))
             if errlog is not None:
                 await asyncio.to_thread(errlog.close)
 
-    def _client(self, stack: AsyncExitStack, errlog: IO[str] | None) -> Any:
+    async def _client(self, stack: AsyncExitStack, errlog: IO[str] | None) -> Any:
+        """The SDK client for this server (not entered); `stack` closes what it needs."""
         from mcp import Client, StdioServerParameters
         from mcp.client.stdio import stdio_client
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         if self.url is not None:
-            http = create_mcp_http_client(headers=self.headers or None)
+            http = await stack.enter_async_context(
+                create_mcp_http_client(headers=self.headers or None)
+            )
             return Client(streamable_http_client(self.url, http_client=http), cache=None)
         params = StdioServerParameters(
             command=self.argv[0], args=self.argv[1:], env=self.env or None, cwd=self.cwd
