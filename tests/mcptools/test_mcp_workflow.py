@@ -164,3 +164,11 @@ async def test_an_http_server_that_died_is_an_error_observation(http_server):
     second = results(events)[1]
     assert second.is_error and "MCPServerError" in second.output
     assert str(out) == "done"
+
+
+async def test_headers_reach_an_http_server(http_server):
+    server = http_server(PEAKS)
+    async with tools_from_mcp(server.url, include=["header"], headers={"X-Team": "ops"}) as tools:
+        wf = compiler(tools, '1. header("x-team")\n2. join()')
+        _, events = await run(wf, user_msg="q")
+    assert results(events)[1].output == "ops"

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
@@ -120,6 +120,12 @@ async def wait_until(key: str, at_least: int, timeout: float = 10) -> int:
     except TimeoutError:
         pass
     return _state[key]
+
+
+@server.tool()
+def header(name: str, ctx: Context) -> str | None:
+    """The value of an HTTP request header (None on stdio)."""
+    return (ctx.headers or {}).get(name)
 
 
 @server.tool()
