@@ -179,7 +179,7 @@ class MCPConnection:
 
     async def _run(self, session: _Session, ready: asyncio.Future[None]) -> None:
         """Hold the SDK client open until asked to stop or its transport ends."""
-        errlog = None if self.url else await asyncio.to_thread(tempfile.TemporaryFile, "w+")
+        errlog = None if self.url else await asyncio.to_thread(tempfile.TemporaryFile, "w+b")
         try:
             async with AsyncExitStack() as stack:
                 client = await self._client(stack, errlog)
@@ -201,7 +201,7 @@ class MCPConnection:
             if errlog is not None:
                 await asyncio.to_thread(errlog.close)
 
-    async def _client(self, stack: AsyncExitStack, errlog: IO[str] | None) -> Any:
+    async def _client(self, stack: AsyncExitStack, errlog: IO[bytes] | None) -> Any:
         """The SDK client for this server (not entered); `stack` closes what it needs."""
         from mcp import Client, StdioServerParameters
         from mcp.client.stdio import stdio_client
@@ -217,9 +217,10 @@ class MCPConnection:
             command=self.argv[0], args=self.argv[1:], env=self.env or None, cwd=self.cwd
         )
         assert errlog is not None
+        # Only the file's descriptor is used (the child's stderr): a binary file will do.
         return Client(stdio_client(params, errlog=cast(TextIO, errlog)), cache=None)
 
-    async def _reason(self, e: BaseException | None, errlog: IO[str] | None) -> str:
+    async def _reason(self, e: BaseException | None, errlog: IO[bytes] | None) -> str:
         """What went wrong: the exception(s), and the last of a stdio server's stderr."""
         leaves = _leaves(e) if e is not None else ()
         reason = "; ".join(f"{type(x).__name__}: {x}".rstrip(": ") for x in leaves)
@@ -307,12 +308,12 @@ def _leaves(e: BaseException) -> Generator[BaseException, None, None]:
         yield e
 
 
-def _tail(errlog: IO[str]) -> str:
-    errlog.flush()
+def _tail(errlog: IO[bytes]) -> str:
+    """The last lines a server wrote to stderr, on one line (bytes: any encoding)."""
     errlog.seek(0, os.SEEK_END)
-    size = errlog.tell()
-    errlog.seek(max(0, size - 4 * STDERR_TAIL))
-    text = " | ".join(line.strip() for line in errlog.read().splitlines() if line.strip())
+    errlog.seek(max(0, errlog.tell() - 4 * STDERR_TAIL))
+    lines = errlog.read().decode("utf-8", errors="replace").splitlines()
+    text = " | ".join(line.strip() for line in lines if line.strip())
     return text[-STDERR_TAIL:]
 
 
