@@ -147,6 +147,15 @@ async def test_a_server_that_fails_to_start_says_why():
         await tools_from_mcp("/nonexistent/mcp-server --stdio")
 
 
+async def test_a_server_that_never_answers_times_out_and_is_ended(tmp_path):
+    pidfile = tmp_path / "pid"
+    script = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(300)"
+    with pytest.raises(MCPServerError, match="did not answer within 5 s"):
+        await tools_from_mcp([sys.executable, "-c", script, str(pidfile)], connect_timeout=5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pidfile.read_text()), 0)
+
+
 async def test_closing_ends_the_stdio_server():
     async with tools_from_mcp(PEAKS, include=["pid"]) as tools:
         pid = await call_tool(tools[0], {})

@@ -169,7 +169,8 @@ class MCPConnection:
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
         except TimeoutError:
-            session.runner.cancel()
+            session.runner.cancel()  # ends the process it started, if any
+            await asyncio.wait({session.runner}, timeout=10)
             raise MCPServerError(
                 f"The MCP server {self.name} did not answer within {self.connect_timeout:g} s."
             ) from None
