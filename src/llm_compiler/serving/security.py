@@ -45,7 +45,7 @@ class SecurityPolicy:
         insecure: Serve beyond loopback without a token (refused otherwise).
     """
 
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)  # never in logs
     allow_origins: frozenset[str] = field(default_factory=frozenset)
     allow_hosts: frozenset[str] = field(default_factory=frozenset)
     insecure: bool = False
