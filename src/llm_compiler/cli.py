@@ -124,7 +124,8 @@ async def run_server(args: argparse.Namespace) -> None:
             "--mcp serves the compiler over MCP tools; --workflow brings its own."
         )
     policy = security_policy(args)
-    check_exposure(policy, args.host)  # before the model starts: fail in a second, not a minute
+    if not policy.insecure:  # before the model starts: fail in a second, not in a minute
+        check_exposure(policy, args.host)  # (serve() checks again, and warns if insecure)
     if args.host in _WILDCARDS and not args.allow_host:
         print(  # noqa: T201
             f"Note: on {args.host}, requests must name this server by a loopback name; add "
