@@ -102,6 +102,8 @@ HISTORY_INPUT = {
     "messages": [
         {"id": "m0", "role": "user", "content": "Remember the word zanzibar-42."},
         {"id": "a0", "role": "assistant", "content": "Noted: zanzibar-42."},
+        {"id": "t0", "role": "tool", "content": "tool says quokka-7", "toolCallId": "c0"},
+        {"id": "r0", "role": "reasoning", "content": "thinking about quokka-8"},
         {"id": "m1", "role": "user", "content": "alpha and beta?"},
     ],
 }
@@ -137,6 +139,7 @@ async def test_a_run_goes_through_the_server_with_the_chat_history(overlap, tmp_
     assert [h.status for h in stored] == ["completed"]  # persisted, as any server run
     planner = llm.calls[0].prompt
     assert "zanzibar-42" in planner and "Noted: zanzibar-42." in planner
+    assert "quokka" not in planner  # the front-end's tool results and reasoning are left out
     assert planner.count("alpha and beta?") >= 1
 
 

@@ -232,7 +232,14 @@ SHOWN: dict[str, type[Event]] = {
 }
 #: Stored terminal events that end a run without an answer.
 FAILED = {"WorkflowFailedEvent", "WorkflowTimedOutEvent", "WorkflowCancelledEvent"}
-_ROLES = {"developer": MessageRole.SYSTEM, "system": MessageRole.SYSTEM}
+#: AG-UI roles kept in the chat history; tool results (without the calls they answer),
+#: reasoning and activity messages are the front-end's, not the conversation's.
+_ROLES = {
+    "user": MessageRole.USER,
+    "assistant": MessageRole.ASSISTANT,
+    "system": MessageRole.SYSTEM,
+    "developer": MessageRole.SYSTEM,
+}
 
 
 @dataclass(frozen=True)
@@ -271,14 +278,12 @@ def _text(content: Any) -> str:
 
 
 def _history(run_input: RunAgentInput, upto: int) -> list[ChatMessage]:
-    """The messages before the question as chat history (tool calls without text are left out)."""
+    """The user, assistant and system messages with text before the question."""
     history = []
     for message in run_input.messages[:upto]:
         text = _text(getattr(message, "content", None))
-        if not text.strip():
-            continue
-        role = _ROLES.get(message.role, MessageRole(message.role))
-        history.append(ChatMessage(role=role, content=text))
+        if message.role in _ROLES and text.strip():
+            history.append(ChatMessage(role=_ROLES[message.role], content=text))
     return history
 
 
@@ -302,7 +307,6 @@ async def start_run(server: WorkflowServer, name: str, turn: ChatTurn) -> tuple[
 async def agui_events(
     server: WorkflowServer,
     store: AbstractWorkflowStore,
-    name: str,
     turn: ChatTurn,
     ids: tuple[str, str],
     gone: Callable[[], Awaitable[bool]],
@@ -379,7 +383,7 @@ def agui_route(
             ids = await start_run(server, name, turn)
         except BadRequest as e:
             return JSONResponse({"detail": e.detail}, status_code=e.status)
-        stream = agui_events(server, store, name, turn, ids, request.is_disconnected)
+        stream = agui_events(server, store, turn, ids, request.is_disconnected)
         headers = {"x-handler-id": ids[0], "cache-control": "no-cache"}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
