@@ -128,6 +128,12 @@ async def test_the_page_works_with_a_token_given_once(browser, overlap):  # noqa
         await page.wait_for_selector("#answer:not([hidden])", timeout=20000)
         assert (await page.text_content("#answer")) == ANSWER
         assert await page.locator("#dag .node.done").count() == 3  # the stream came through
+        async with page.context.expect_page() as opened:  # the Mermaid link, with the token
+            await page.click("#mermaid")
+        chart = await opened.value
+        await chart.wait_for_load_state()
+        assert (await chart.text_content("body")).startswith("flowchart LR")
+        await chart.close()
         await page.reload()  # the tab keeps the token: the run replays from its stream
         await page.wait_for_selector("#answer:not([hidden])", timeout=20000)
         assert (await page.text_content("#answer")) == ANSWER
