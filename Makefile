@@ -11,7 +11,7 @@ LOCAL_STAMP := $(VENV)/.stamp-local
 # it and each ' becomes '\'' (so `make demo Q="What's 2 + 2?"` reaches the demo intact).
 sh_quote = $(subst ','\'',$(value $(1)))
 
-.PHONY: install install-local install-browser test test-fast fuzz demo eval bench serve-llm serve lint format clean
+.PHONY: install install-local install-browser test test-fast fuzz demo demo-mcp eval bench serve-llm serve lint format clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,13 @@ demo: install
 	@if [ -z "$$OPENAI_API_KEY$$LLM_COMPILER_API_BASE" ]; then \
 		$(MAKE) --no-print-directory install-local; fi
 	DEMO_QUESTION='$(call sh_quote,Q)' DIALECT='$(call sh_quote,DIALECT)' $(BIN)/python examples/demo.py
+
+## The same kind of question over tools from an MCP server (the demo tools served by the
+## official MCP SDK in a subprocess; HTTP=1 serves them over streamable HTTP on loopback).
+demo-mcp: install
+	@if [ -z "$$OPENAI_API_KEY$$LLM_COMPILER_API_BASE" ]; then \
+		$(MAKE) --no-print-directory install-local; fi
+	$(BIN)/python examples/mcp_tools.py $(if $(HTTP),--http) -- '$(call sh_quote,Q)'
 
 ## Plan correctness on BFCL's parallel items (text plans vs. a plain prompt; the bfcl-eval
 ## wheel is downloaded once into .cache/bfcl, never installed), plans for questions on

@@ -8,9 +8,11 @@ import importlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING, Any, cast
+from functools import partial
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from workflows import Workflow
 
@@ -19,7 +21,11 @@ from llm_compiler.errors import ConfigurationError, LLMCompilerError
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
 
+    from llm_compiler.serving.security import SecurityPolicy
+
 COMPILER, TEAM = "compiler", "team"
+#: Bind addresses meaning "every interface" (not a name a request can carry).
+_WILDCARDS = ("0.0.0.0", "::")
 
 
 def load_workflows(spec: str) -> dict[str, Workflow]:
@@ -56,60 +62,97 @@ def load_workflows(spec: str) -> dict[str, Workflow]:
 @asynccontextmanager
 async def demo_workflows(
     prompt_cache: bool = False,
+    mcp: Sequence[str] = (),
 ) -> AsyncIterator[tuple[dict[str, Workflow], str]]:
-    """The demo tools on the model ``resolve_llm()`` picks.
+    """The demo tools, or the tools of the `mcp` servers, on the model ``resolve_llm()`` picks.
+
+    `mcp` holds command lines (stdio) and URLs (streamable HTTP); their sessions are
+    opened before the model starts (a server that cannot start fails fast) and closed
+    when the context ends.
 
     `prompt_cache` gives the embedded model llama-cpp-python's RAM prompt cache. Off by
     default: on an idle 2-core machine it made a later question's first task slower
     (median 5.97 s vs 2.14 s, ``benchmarks.first_task``): saving and restoring state
     costs more than re-reading the prompt, which llama.cpp partly reuses by itself.
     """
-    from llm_compiler.demo import tools as demo_tools
     from llm_compiler.engine.workflow import LLMCompilerWorkflow
     from llm_compiler.local import LocalLLMServer, local_llm
     from llm_compiler.models.resolve import resolve_llm
     from llm_compiler.serving.kv import PROMPT_CACHE_ARGS
-    from llm_compiler.tools import ToolLike
 
-    # As in `make demo`: lookups take as long as a web request would, so the overlap shows.
-    demo_tools.LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "1.5"))
     resolved = resolve_llm()
     async with AsyncExitStack() as stack:
+        options = await _tool_options(stack, mcp)
         if resolved.source == "local":
             server = LocalLLMServer(extra_args=PROMPT_CACHE_ARGS if prompt_cache else None)
             llm: LLM = local_llm(await stack.enter_async_context(server))
         else:
             llm = await stack.enter_async_context(resolved)
-        workflow = LLMCompilerWorkflow(
-            tools=cast("list[ToolLike]", demo_tools.TOOLS),
-            llm=llm,
-            max_replans=1,
-            tool_timeout=10,
-            planner_examples=demo_tools.PLANNER_EXAMPLES,
-            joiner_examples=demo_tools.JOINER_EXAMPLES,
-            timeout=600,
-        )
+        workflow = LLMCompilerWorkflow(llm=llm, max_replans=1, timeout=600, **options)
         yield {COMPILER: workflow}, resolved.description
+
+
+async def _tool_options(stack: AsyncExitStack, mcp: Sequence[str]) -> dict[str, Any]:
+    """The served compiler's tools: the `mcp` servers' (open in `stack`), else the demo's."""
+    from llm_compiler.demo import tools as demo_tools
+    from llm_compiler.tools import tools_from_mcp
+
+    if mcp:
+        # MCP tools may be remote and slow; the demo's few-shot examples name demo tools.
+        return {
+            "tools": list(await stack.enter_async_context(tools_from_mcp(*mcp))),
+            "tool_timeout": 30,
+        }
+    # As in `make demo`: lookups take as long as a web request would, so the overlap shows.
+    demo_tools.LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "1.5"))
+    return {
+        "tools": demo_tools.TOOLS,
+        "tool_timeout": 10,
+        "planner_examples": demo_tools.PLANNER_EXAMPLES,
+        "joiner_examples": demo_tools.JOINER_EXAMPLES,
+    }
 
 
 async def run_server(args: argparse.Namespace) -> None:
     """Build the app for `args` and serve it until interrupted."""
     from llm_compiler.serving import build_app, make_store, serve
-    from llm_compiler.serving.server import is_loopback
+    from llm_compiler.serving.server import check_exposure
 
     store = make_store(args.store)
-    if not is_loopback(args.host):
-        print(f"WARNING: serving on {args.host}: anyone who can reach it can run tools.")  # noqa: T201
+    if args.workflow and args.mcp:
+        raise ConfigurationError(
+            "--mcp serves the compiler over MCP tools; --workflow brings its own."
+        )
+    policy = security_policy(args)
+    if not policy.insecure:  # before the model starts: fail in a second, not in a minute
+        check_exposure(policy, args.host)  # (serve() checks again, and warns if insecure)
+    if args.host in _WILDCARDS and not args.allow_host:
+        print(  # noqa: T201
+            f"Note: on {args.host}, requests must name this server by a loopback name; add "
+            "--allow-host NAME for each name or address other machines use to reach it."
+        )
+    announce = partial(_announce, policy.token)
     if args.workflow:
         workflows = load_workflows(args.workflow)
         model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
-        served = build_app(workflows, store=store, info={"model": model})
-        await serve(served, args.host, args.port, on_ready=_announce)
+        served = build_app(workflows, store=store, info={"model": model}, policy=policy)
+        await serve(served, args.host, args.port, on_ready=announce)
         return
     print("Starting the model…", flush=True)  # noqa: T201
-    async with demo_workflows(args.prompt_cache) as (workflows, model):
-        served = build_app(workflows, store=store, info={"model": model})
-        await serve(served, args.host, args.port, on_ready=_announce)
+    async with demo_workflows(args.prompt_cache, args.mcp) as (workflows, model):
+        served = build_app(workflows, store=store, info={"model": model}, policy=policy)
+        await serve(served, args.host, args.port, on_ready=announce)
+
+
+def security_policy(args: argparse.Namespace) -> SecurityPolicy:
+    """The policy the serve options ask for (a specific bind address is an allowed host)."""
+    from llm_compiler.serving.security import SecurityPolicy
+
+    token = args.token if args.token is not None else os.environ.get("LLM_COMPILER_TOKEN")
+    hosts = list(args.allow_host)
+    if args.host not in _WILDCARDS:
+        hosts.append(args.host)
+    return SecurityPolicy.build(token or None, args.allow_origin, hosts, args.insecure)
 
 
 def _model_name(workflow: Workflow) -> str:
@@ -121,7 +164,12 @@ def _model_name(workflow: Workflow) -> str:
         return type(llm).__name__
 
 
-def _announce(url: str) -> None:
+def _announce(token: str | None, url: str) -> None:
+    """Print the page's URL; with a token, in the fragment (the page keeps it, then drops it)."""
+    for wildcard in ("//0.0.0.0:", "//[::]:"):  # a browser reaches those by a loopback name
+        url = url.replace(wildcard, "//127.0.0.1:")
+    if token:
+        url += f"#token={quote(token, safe='')}"
     print(f"Serving the live plan page at {url}  (Ctrl-C to stop)", flush=True)  # noqa: T201
 
 
@@ -139,10 +187,44 @@ def parser() -> argparse.ArgumentParser:
         "(default: the demo tools on the model resolve_llm() picks)",
     )
     serve.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="COMMAND_OR_URL",
+        help="serve the compiler over the tools of an MCP server: a command line started "
+        'over stdio ("python -m my_server") or a streamable-HTTP URL; repeatable',
+    )
+    serve.add_argument(
         "--store",
         default="memory",
         help="where runs are kept: memory, sqlite:///path.db or postgresql://... "
         "(default: %(default)s)",
+    )
+    serve.add_argument(
+        "--token",
+        help="bearer token every API request and event stream must carry (default: "
+        "$LLM_COMPILER_TOKEN; none on loopback). The printed URL hands it to the page once.",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="let web pages of this origin call the API (repeatable; default: only the "
+        "server's own page)",
+    )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="accept requests naming this host (repeatable; loopback names and the bind "
+        "address always; * for any, e.g. behind a proxy that checks it)",
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve beyond loopback without a token (anyone who can reach it runs tools)",
     )
     serve.add_argument(
         "--prompt-cache",
