@@ -144,3 +144,14 @@ def test_anything_but_an_llm_is_refused_at_construction_with_a_hint(bad):
         with pytest.raises(ConfigurationError, match=r"llm=resolve_llm\(\)") as info:
             make(tools=[tool], llm=bad)
         assert "must be a llama-index LLM" in str(info.value)
+
+
+def test_the_earlier_resolved_llm_still_starts_and_stops_its_server():
+    events: list[str] = []
+    server = FakeServer(events)
+    server.start = lambda: (events.append("start"), server)[1]  # type: ignore[method-assign]
+    server.base_url = "http://127.0.0.1:5/v1"
+    with llms.ResolvedLLM("local", "test", None, server) as llm:  # type: ignore[arg-type]
+        assert llm.api_base == "http://127.0.0.1:5/v1"
+        events.append("body")
+    assert events == ["start", "body", "stop"]

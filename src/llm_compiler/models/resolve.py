@@ -35,7 +35,12 @@ from pydantic import PrivateAttr
 
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.models.gguf import MODEL_NAME, check_installed
-from llm_compiler.models.server import LocalLLMServer, _embedded_class, local_llm_options
+from llm_compiler.models.server import (
+    LocalLLMServer,
+    _embedded_class,
+    local_llm,
+    local_llm_options,
+)
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 
@@ -214,5 +219,31 @@ def resolve_llm(model: str | None = None) -> Resolved:
     return classes["local"](LocalLLMServer())  # type: ignore[no-any-return]
 
 
-#: Earlier releases' name for what :func:`resolve_llm` returns (now the LLM itself).
-ResolvedLLM = Resolved
+class ResolvedLLM:
+    """Earlier releases' result of :func:`resolve_llm`, kept for one release: a context
+    manager (sync or async) that yields `llm`, or the LLM of `server` while it runs."""
+
+    def __init__(
+        self, source: str, description: str, llm: LLM | None, server: LocalLLMServer | None
+    ) -> None:
+        self.source, self.description = source, description
+        self._llm, self._server = llm, server
+
+    def __enter__(self) -> LLM:
+        if self._server is None:
+            assert self._llm is not None
+            return self._llm
+        return local_llm(self._server.start())
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.stop()
+
+    async def __aenter__(self) -> LLM:
+        if self._server is None:
+            return self.__enter__()
+        return local_llm(await self._server.__aenter__())
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._server is not None:
+            await asyncio.to_thread(self._server.stop)
