@@ -38,7 +38,7 @@ test: install
 	@$(MAKE) --no-print-directory install-browser
 	$(BIN)/python -m pytest -q -rs
 
-## The suite without the real model (about a minute on 2 cores).
+## The suite without the real model (about 3 minutes on a shared 2-core machine).
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not llm"
 
