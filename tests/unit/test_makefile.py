@@ -42,3 +42,20 @@ def test_the_demo_gets_q_intact(tmp_path, question):
     argv, got, dialect = json.loads(seen.read_text())
     assert argv == ["examples/demo.py"] and got == question and dialect == "coa"
     assert not (ROOT / "out.txt").exists()
+
+
+def test_the_demo_says_what_its_encyclopedia_knows():
+    import json as _json
+
+    from llm_compiler.demo import tools as demo_tools
+
+    text = demo_tools.contents()
+    entries = _json.loads(demo_tools.ENCYCLOPEDIA_PATH.read_text(encoding="utf-8"))
+    assert text.startswith(f"The demo encyclopedia has {len(entries)} entries")
+    assert all(e["title"] in text for e in entries)
+    assert "- mountain (height_m): Mount Everest" in text
+    proc = subprocess.run(
+        [sys.executable, "examples/demo.py", "--contents"], cwd=ROOT, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip() == text
