@@ -1,4 +1,4 @@
-"""`make demo Q=...` passes the question to the demo as typed, whatever it contains."""
+"""`make demo`: Q reaches the demo as typed, and the demo says what its encyclopedia knows."""
 
 from __future__ import annotations
 
