@@ -354,9 +354,9 @@ class LLMCompilerWorkflow(Workflow):
         tool = state.toolset.get(ev.tool_name) if state.toolset is not None else None
         context = ctx if self.tool_context is None else self.tool_context
         task = state.tasks.get(ev.task_id)
-        deps, meta = (task.deps if task else []), (tool.metadata if tool else None)
+        deps = task.deps if task is not None else []
         span = self._tracer.start_task(
-            ev.run_id, ev.task_id, ev.round, ev.tool_name, deps, ev.args, meta
+            ev.run_id, ev.task_id, ev.round, ev.tool_name, deps, ev.args, tool
         )
         with Active(span):  # the tool's own spans nest in the task's
             result = await run_task(

@@ -19,7 +19,7 @@ from llama_index.core.instrumentation.events.llm import (
     LLMCompletionEndEvent,
     LLMCompletionStartEvent,
 )
-from llama_index.core.tools import ToolMetadata
+from llama_index.core.tools import BaseTool
 from llama_index_instrumentation.span import active_span_id
 
 from llm_compiler.tracing import attributes as A
@@ -215,7 +215,7 @@ class Tracer:
         tool: str,
         deps: list[int],
         args: dict[str, Any],
-        metadata: ToolMetadata | None,
+        instance: BaseTool | None,
     ) -> Span | None:
         """Open a task's span under its round's; the tool's own spans nest in it."""
         spans = self._runs.get(run_id)
@@ -233,10 +233,11 @@ class Tracer:
             A.RUN_ID: run_id,
         }
         bound = _bound(task_id=task_id, round=round, tool=tool, deps=deps, args=args)
-        span = start_span(f"execute_tool {tool}", self._parent(run_id, round), attrs, bound)
+        parent = self._parent(run_id, round)
+        span = start_span(f"execute_tool {tool}", parent, attrs, bound, instance)
         spans.tasks[task_id] = span
-        if metadata is not None:
-            span.event(AgentToolCallEvent(arguments=A.text(args), tool=metadata))
+        if instance is not None:  # handlers that know tools take the span as a tool call
+            span.event(AgentToolCallEvent(arguments=A.text(args), tool=instance.metadata))
         return span
 
     def end_task(

@@ -1,0 +1,156 @@
+"""The span tree of a scripted run, as OpenInference exports it to OpenTelemetry."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from llm_compiler import LLMCompilerWorkflow
+from llm_compiler.testing import ScriptedLLM
+from llm_compiler.tracing import ModelPrice
+
+from .conftest import Tree
+
+PLAN_1 = (
+    'Thought: both at once\n1. search("a")\n2. search("b")\n3. boom("c")\n'
+    "4. search($3)\n5. join()<END_OF_PLAN>"
+)
+REPLAN = "Thought: task 3 failed\nAction: Replan(try without boom)"
+PLAN_2 = '6. search("d")\n7. join()<END_OF_PLAN>'
+FINISH = "Thought: I have it.\nAction: Finish(a and b and d)"
+
+
+def tools() -> list:
+    """search (tasks 1 and 2 each wait until both run: they overlap) and boom (fails)."""
+    started: set[str] = set()
+    both = asyncio.Event()
+
+    async def search(q: str) -> str:
+        started.add(q)
+        if q in "ab":
+            if {"a", "b"} <= started:
+                both.set()
+            await asyncio.wait_for(both.wait(), 5)
+        return f"found {q}"
+
+    async def boom(q: str) -> str:
+        raise ValueError(f"no {q}")
+
+    return [search, boom]
+
+
+async def traced_run(exporter, **options) -> tuple[object, Tree]:
+    llm = ScriptedLLM([PLAN_1, REPLAN, PLAN_2, FINISH])
+    wf = LLMCompilerWorkflow(tools=tools(), llm=llm, **options)
+    result = await wf.run(user_msg="What are a, b and d?")
+    return result, Tree(exporter.get_finished_spans())
+
+
+async def test_span_tree_of_a_two_round_run(exporter):
+    result, tree = await traced_run(exporter)
+    assert len({s.context.trace_id for s in tree.spans}) == 1  # one trace per run
+    run = tree.one("invoke_agent llm_compiler")
+    assert tree.parent(run) is None
+    assert tree.attr(run, "openinference.span.kind") == "AGENT"
+    assert tree.attr(run, "gen_ai.operation.name") == "invoke_agent"
+    assert tree.attr(run, "llm_compiler.run_id")
+    assert tree.attr(run, "output.value") == "a and b and d"
+    # The workflow's own spans nest in the run's.
+    assert tree.parent(tree.one("LLMCompilerWorkflow.run")) is run
+
+    rounds = tree.children(run, "llm_compiler.round")
+    assert [tree.attr(r, "llm_compiler.round") for r in rounds] == [0, 1]
+    assert [tree.attr(r, "llm_compiler.round.decision") for r in rounds] == ["replan", "finish"]
+    assert tree.attr(rounds[0], "llm_compiler.round.replan_reason") == "try without boom"
+    assert list(tree.attr(rounds[0], "llm_compiler.round.task_ids")) == [1, 2, 3, 4]
+
+    for number, round in enumerate(rounds):
+        planner, joiner = (
+            tree.children(round, "llm_compiler.planner"),
+            tree.children(round, "llm_compiler.joiner"),
+        )
+        assert len(planner) == len(joiner) == 1
+        for span in planner + joiner:
+            assert tree.attr(span, "openinference.span.kind") == "LLM"
+            assert tree.attr(span, "gen_ai.operation.name") == "chat"
+            assert tree.attr(span, "gen_ai.request.model") == "scripted"
+            assert tree.attr(span, "llm_compiler.round") == number
+            assert tree.attr(span, "llm_compiler.usage.source") == "counted"
+            assert tree.attr(span, "gen_ai.usage.input_tokens") > 0
+            assert tree.attr(span, "llm.token_count.prompt") == tree.attr(
+                span, "gen_ai.usage.input_tokens"
+            )
+        assert planner[0].start_time < joiner[0].start_time
+
+    tasks = {tree.attr(t, "llm_compiler.task.id"): t for t in tree.named("execute_tool")}
+    assert sorted(tasks) == [1, 2, 3, 4, 6]
+    for tid, task in tasks.items():
+        assert tree.parent(task) is rounds[0 if tid < 5 else 1]
+        assert tree.attr(task, "gen_ai.operation.name") == "execute_tool"
+        assert tree.attr(task, "gen_ai.tool.call.id").endswith(f":{tid}")
+    one, three, four = tasks[1], tasks[3], tasks[4]
+    assert tree.attr(one, "gen_ai.tool.name") == "search"
+    assert tree.attr(one, "openinference.span.kind") == "TOOL"
+    assert tree.attr(one, "gen_ai.tool.call.arguments") == '{"q": "a"}'
+    assert tree.attr(one, "gen_ai.tool.call.result") == "found a"
+    assert tree.attr(one, "llm_compiler.task.status") == "done"
+    assert tree.children(one, "FunctionTool.acall")  # the tool's own span nests in the task's
+    assert three.status.status_code.name == "ERROR"
+    assert tree.attr(three, "llm_compiler.task.error") == "Error: ValueError: no c"
+    assert tree.attr(four, "llm_compiler.task.status") == "skipped"
+    assert list(tree.attr(four, "llm_compiler.task.deps")) == [3]
+    assert "task 3" in tree.attr(four, "llm_compiler.task.skipped_reason")
+
+    # Tasks 1 and 2 ran at the same time, and their spans say so.
+    a, b = tasks[1], tasks[2]
+    assert a.start_time < b.end_time and b.start_time < a.end_time
+    # Round 1's task ran after round 0's join.
+    assert tasks[6].start_time > tree.children(rounds[0], "llm_compiler.joiner")[0].end_time
+
+    # Tokens add up: calls -> rounds -> run -> summary.
+    summary = result.summary
+    calls = tree.named("llm_compiler.planner") + tree.named("llm_compiler.joiner")
+    for key, total in [
+        ("gen_ai.usage.input_tokens", summary.usage.prompt_tokens),
+        ("gen_ai.usage.output_tokens", summary.usage.completion_tokens),
+    ]:
+        assert sum(tree.attr(c, key) for c in calls) == total == tree.attr(run, key)
+        assert sum(tree.attr(r, key) for r in rounds) == total
+    assert summary.usage.calls == 4 and len(summary.llm_calls) == 4
+    assert [r.usage.calls for r in summary.rounds] == [2, 2]
+    assert summary.usage.cost is None  # no price for "scripted": unknown, not zero
+    assert tree.attr(run, "llm_compiler.cost.usd") is None
+
+
+async def test_supplied_prices_give_a_cost(exporter):
+    price = ModelPrice(input=1.0, output=2.0)
+    result, tree = await traced_run(exporter, prices={"scripted": price})
+    usage = result.summary.usage
+    expected = (usage.prompt_tokens * 1.0 + usage.completion_tokens * 2.0) / 1e6
+    assert usage.cost == pytest.approx(expected)
+    run = tree.one("invoke_agent")
+    assert tree.attr(run, "llm_compiler.cost.usd") == pytest.approx(expected)
+    costs = [c.cost for c in result.summary.llm_calls]
+    assert sum(costs) == pytest.approx(expected)
+
+
+async def test_tracing_off_emits_no_spans_but_counts_tokens(exporter):
+    result, tree = await traced_run(exporter, tracing=False)
+    assert not tree.named("invoke_agent") and not tree.named("llm_compiler.")
+    assert not tree.named("execute_tool")
+    assert result.summary.usage.prompt_tokens > 0 and result.summary.usage.calls == 4
+
+
+async def test_a_failed_run_ends_its_spans_with_the_error(exporter):
+    llm = ScriptedLLM([PLAN_1, RuntimeError("planner down")])
+    wf = LLMCompilerWorkflow(tools=tools(), llm=llm, max_replans=0)
+    with pytest.raises(Exception, match="down"):
+        await wf.run(user_msg="q")
+    tree = Tree(exporter.get_finished_spans())
+    run = tree.one("invoke_agent")
+    assert run.status.status_code.name == "ERROR"
+    (joiner,) = tree.named("llm_compiler.joiner")
+    assert joiner.status.status_code.name == "ERROR"
+    (round,) = tree.children(run, "llm_compiler.round")
+    assert round.end_time is not None
