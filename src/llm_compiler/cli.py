@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from workflows import Workflow
 
 from llm_compiler.errors import ConfigurationError, LLMCompilerError
+from llm_compiler.tracing.otel import start_export
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
@@ -93,10 +94,21 @@ async def demo_workflows(
 
 async def run_server(args: argparse.Namespace) -> None:
     """Build the app for `args` and serve it until interrupted."""
-    from llm_compiler.serving import build_app, make_store, serve
-    from llm_compiler.serving.server import is_loopback
+    from llm_compiler.serving import make_store
 
     store = make_store(args.store)
+    stop_export = start_export(args.otlp_endpoint)
+    try:
+        await _serve(args, store)
+    finally:
+        if stop_export is not None:
+            await asyncio.to_thread(stop_export)  # flushes the last spans
+
+
+async def _serve(args: argparse.Namespace, store: Any) -> None:
+    from llm_compiler.serving import build_app, serve
+    from llm_compiler.serving.server import is_loopback
+
     if not is_loopback(args.host):
         print(f"WARNING: serving on {args.host}: anyone who can reach it can run tools.")  # noqa: T201
     if args.workflow:
@@ -148,6 +160,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="give the embedded model llama.cpp's RAM prompt cache (measured slower on "
         "small CPUs; see docs/serving.md)",
+    )
+    serve.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="export traces over OTLP/HTTP to URL (e.g. http://127.0.0.1:6006 for Phoenix; "
+        "default: the OTEL_EXPORTER_OTLP_ENDPOINT environment variable, else no export; "
+        "needs the tracing extra)",
     )
     return top
 

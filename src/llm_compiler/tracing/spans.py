@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from llama_index_instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events import BaseEvent
+from llama_index_instrumentation import get_dispatcher
 from llama_index_instrumentation.dispatcher import active_instrument_tags
 from llama_index_instrumentation.span import active_span_id
 
