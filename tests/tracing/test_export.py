@@ -74,6 +74,9 @@ def test_serve_exports_to_the_otlp_endpoint_flag():
                 url + "workflows/compiler/run", json={"start_event": {"user_msg": "q?"}}, timeout=30
             )
             assert run.status_code == 200 and run.json()["status"] == "completed"
+            summary = run.json()["result"]["value"]["result"]["summary"]  # tokens over HTTP
+            assert summary["usage"]["prompt_tokens"] > 0 and summary["usage"]["cost"] is None
+            assert summary["llm_calls"][0]["phase"] == "planner"
         finally:
             proc.send_signal(signal.SIGINT)
             assert proc.wait(timeout=30) == 0
