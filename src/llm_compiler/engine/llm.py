@@ -24,6 +24,8 @@ from llm_compiler.tracing.spans import Active
 from llm_compiler.tracing.tracer import Tracer
 from llm_compiler.tracing.usage import LLMCallUsage, measure_call, reported_counts
 
+#: Longest wait for a usage report after the text we need has arrived.
+USAGE_DRAIN_SECONDS = 0.5
 #: Completion endpoints (OpenAI's, llama.cpp's) stop after 16 tokens unless told otherwise.
 COMPLETION_MAX_TOKENS = 2048
 
@@ -225,6 +227,8 @@ async def stream_call(
 
     `on_delta` gets each new piece of text and returns True to stop reading; `flush`
     runs once per burst of deltas (and once at the end) to publish what they produced.
+    Reported token counts are added to `usage`; after an early stop on an OpenAI-protocol
+    client, the rest of the stream is read briefly for its usage report (see ``_drain``).
     """
     text = request.prefill
     longest_stop = max(map(len, request.stop), default=0)
@@ -247,6 +251,8 @@ async def stream_call(
             done = on_delta(delta) if delta else False
             outbox.touch()
             if done or cut is not None:
+                if usage is not None and is_openai_protocol(llm):
+                    await _drain(stream)
                 break
     except BaseException:
         outbox.discard()
@@ -255,6 +261,23 @@ async def stream_call(
         await stream.aclose()
     outbox.close()
     return text
+
+
+async def _drain(stream: AsyncGenerator[str, None]) -> None:
+    """Read the rest of a stream we stopped early, for the usage report in its last chunk.
+
+    The same stops went to the server, so what is left is a few tokens at most; a stream
+    that goes on longer than :data:`USAGE_DRAIN_SECONDS` is dropped (tokens then counted).
+    """
+
+    async def rest() -> None:
+        async for _ in stream:
+            pass
+
+    try:
+        await asyncio.wait_for(rest(), USAGE_DRAIN_SECONDS)
+    except Exception:  # noqa: BLE001 - a late failure after the text we need is no failure
+        pass
 
 
 def _first_stop(text: str, stops: Sequence[str], start: int) -> int | None:
