@@ -15,6 +15,7 @@ from workflows import Workflow
 
 from llm_compiler.errors import ConfigurationError, LLMCompilerError
 from llm_compiler.tracing.otel import start_export
+from llm_compiler.tracing.prices import PRICES_ENV, load_prices
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
@@ -97,6 +98,9 @@ async def run_server(args: argparse.Namespace) -> None:
     from llm_compiler.serving import make_store
 
     store = make_store(args.store)
+    if args.prices:  # checked now; every workflow built below reads it (see tracing.prices)
+        load_prices(args.prices)
+        os.environ[PRICES_ENV] = args.prices
     stop_export = start_export(args.otlp_endpoint)
     try:
         await _serve(args, store)
@@ -167,6 +171,13 @@ def parser() -> argparse.ArgumentParser:
         help="export traces over OTLP/HTTP to URL (e.g. http://127.0.0.1:6006 for Phoenix; "
         "default: the OTEL_EXPORTER_OTLP_ENDPOINT environment variable, else no export; "
         "needs the tracing extra)",
+    )
+    serve.add_argument(
+        "--prices",
+        metavar="FILE",
+        help='model prices for the runs\' cost, a JSON file {"model": {"input": USD per '
+        'million tokens, "output": ..., "cached_input": ...}} (default: the '
+        "LLM_COMPILER_PRICES environment variable; OpenAI's models are built in)",
     )
     return top
 

@@ -33,7 +33,9 @@ from typing import Any
 from llama_index.core.instrumentation.events import BaseEvent
 from llama_index_instrumentation import get_dispatcher
 from llama_index_instrumentation.dispatcher import active_instrument_tags
+from llama_index_instrumentation.event_handlers import NullEventHandler
 from llama_index_instrumentation.span import active_span_id
+from llama_index_instrumentation.span_handlers import NullSpanHandler
 
 from llm_compiler.tracing import attributes as A
 
@@ -43,6 +45,18 @@ except ImportError:  # pragma: no cover - exercised only without the extras
     otel_trace = None  # type: ignore[assignment]
 
 DISPATCHER = get_dispatcher("llm_compiler")
+
+
+def listening() -> bool:
+    """Whether any span or event handler besides llama-index's null ones would see our spans."""
+    d: Any = DISPATCHER
+    while d is not None:
+        if any(not isinstance(h, NullSpanHandler) for h in d.span_handlers) or any(
+            not isinstance(h, NullEventHandler) for h in d.event_handlers
+        ):
+            return True
+        d = d.parent if d.propagate else None
+    return False
 
 
 @lru_cache(maxsize=32)

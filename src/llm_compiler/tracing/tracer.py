@@ -23,7 +23,7 @@ from llama_index.core.tools import BaseTool
 from llama_index_instrumentation.span import active_span_id
 
 from llm_compiler.tracing import attributes as A
-from llm_compiler.tracing.spans import Active, Span, _bound, start_span
+from llm_compiler.tracing.spans import Active, Span, _bound, listening, start_span
 from llm_compiler.tracing.usage import LLMCallUsage, Usage
 
 
@@ -49,8 +49,8 @@ class Tracer:
 
     def start_run(self, run_id: str) -> Active:
         """Open the run's span under the caller's; the workflow's own spans nest in it."""
-        if not self.enabled or run_id in self._runs:
-            return Active(None)
+        if not self.enabled or run_id in self._runs or not listening():
+            return Active(None)  # no handler: a run's spans would cost and go nowhere
         attrs = {A.OPERATION: "invoke_agent", A.AGENT_NAME: self.agent, A.RUN_ID: run_id}
         span = start_span(
             f"invoke_agent {self.agent}", active_span_id.get(), attrs, _bound(run_id=run_id)
