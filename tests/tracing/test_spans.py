@@ -154,3 +154,37 @@ async def test_a_failed_run_ends_its_spans_with_the_error(exporter):
     assert joiner.status.status_code.name == "ERROR"
     (round,) = tree.children(run, "llm_compiler.round")
     assert round.end_time is not None
+
+
+async def test_any_span_handler_gets_the_tree_without_opentelemetry(monkeypatch):
+    """llama-index's own SimpleSpanHandler, with opentelemetry-api absent (the core install)."""
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
+
+    from llm_compiler.tracing import spans
+
+    monkeypatch.setattr(spans, "otel_trace", None)
+    handler = SimpleSpanHandler()
+    root = get_dispatcher()
+    root.add_span_handler(handler)
+    try:
+        llm = ScriptedLLM([PLAN_1, FINISH])
+        result = await LLMCompilerWorkflow(tools=tools(), llm=llm).run(user_msg="q")
+    finally:
+        root.span_handlers.remove(handler)
+    assert str(result) == "a and b and d"
+    done = {s.id_: s for s in handler.completed_spans + handler.dropped_spans}
+    ours = [
+        s for s in done.values() if s.id_.startswith(("invoke_agent", "llm_compiler", "execute"))
+    ]
+    (run,) = [s for s in ours if s.id_.startswith("invoke_agent")]
+    (round,) = [s for s in ours if s.id_.startswith("llm_compiler.round")]
+    assert round.parent_id == run.id_
+    tasks = [s for s in ours if s.id_.startswith("execute_tool")]
+    assert len(tasks) == 4 and all(t.parent_id == round.id_ for t in tasks)
+    assert {s.id_.split("-")[0] for s in ours if s.parent_id == round.id_} == {
+        "execute_tool search",
+        "execute_tool boom",
+        "llm_compiler.planner",
+        "llm_compiler.joiner",
+    }
