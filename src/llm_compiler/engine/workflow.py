@@ -316,7 +316,7 @@ class LLMCompilerWorkflow(Workflow):
         state = sched.state
         await ctx.store.set_state(state)
         for task, message, skipped in sched.out.failed:
-            publish(ctx, self._not_run(task, state.run_id, message, skipped))
+            publish(ctx, self._not_run(task, state.run_id, message, skipped, task.kwargs))
         for task, kwargs in sched.out.dispatch:
             tool = state.toolset.get(task.tool) if state.toolset is not None else None
             try:
@@ -463,6 +463,12 @@ class LLMCompilerWorkflow(Workflow):
         self._tracer.end_round(state.run_id, round_summary(state, round), "replan")
         return replan
 
+    def _not_run(self, task: PlanTask, run_id: str, msg: str, skipped: bool, args: Any) -> Event:
+        """The observation of a task that cannot run (invalid, or an input failed)."""
+        tracer = self._tracer
+        tracer.not_run(run_id, task.id, task.round, task.tool, task.deps, args, msg, skipped)
+        return _not_run(task, run_id, msg, skipped)
+
     def _return_direct(self, state: CompilerState, round: int) -> int | None:
         """The id of a task of `round` whose tool is ``return_direct`` and succeeded."""
         assert state.toolset is not None
@@ -496,16 +502,6 @@ class LLMCompilerWorkflow(Workflow):
             raw=summary.legacy_raw(),
             summary=summary,
         )
-
-    def _not_run(
-        self, task: PlanTask, run_id: str, message: str, skipped: bool, args: Any = None
-    ) -> TaskResult:
-        """The observation of a task that cannot run (invalid, or an input failed)."""
-        args = task.kwargs if args is None else args
-        self._tracer.not_run(
-            run_id, task.id, task.round, task.tool, task.deps, args, message, skipped
-        )
-        return _not_run(task, run_id, message, skipped)
 
 
 def _not_run(task: PlanTask, run_id: str, message: str, skipped: bool) -> TaskResult:
