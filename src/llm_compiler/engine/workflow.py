@@ -133,9 +133,8 @@ class LLMCompilerWorkflow(Workflow):
         """Start a run (see ``Workflow.run``); cancelling its awaiter cancels the run.
 
         ``asyncio.wait_for(handler, t)`` timing out, or ``task.cancel()`` on a task that
-        awaits the handler, cancels only the handler's result future in
-        llama-index-workflows: the run's steps and tools would go on. We cancel the run
-        itself then (``cancel_run``), so every running tool is cancelled. A new question
+        awaits the handler, ends the run; every tool it was running is cancelled then
+        (see :mod:`.runs`: llama-index-workflows alone leaves some running). A new question
         on a context supersedes its last run: that run's late events (a cancelled turn's
         tools finishing) are ignored from here on, before the new run has even started.
         """
@@ -358,7 +357,7 @@ class LLMCompilerWorkflow(Workflow):
         span = self._tracer.start_task(
             ev.run_id, ev.task_id, ev.round, ev.tool_name, deps, ev.args, tool
         )
-        with Active(span):  # the tool's own spans nest in the task's
+        with self._runs.tool_call(ev.run_id), Active(span):  # the tool's spans nest in it
             result = await run_task(
                 ev,
                 tool,
