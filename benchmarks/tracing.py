@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -154,7 +155,8 @@ def markdown(result: dict[str, Any]) -> str:
     return f"""# Tracing overhead per task
 
 tasks-500 (instant LLM and tools), median of {result["runs"]} runs per setting (off and on
-alternating). Spans exported per run: {spans}.
+alternating), {os.cpu_count()} CPUs, load average (1, 5, 15 min) at start and end
+{result["loadavg"]}. Spans exported per run: {spans}.
 
 | setting | us per task |
 |---|---:|
@@ -172,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs per setting (default 3)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="output directory")
     args = parser.parse_args(argv)
+    load = os.getloadavg()
     result = asyncio.run(measure(args.runs))
+    result["loadavg"] = [round(x, 2) for x in (*load, *os.getloadavg())]
     args.out.mkdir(parents=True, exist_ok=True)
     text = markdown(result)
     (args.out / "tracing.md").write_text(text)
