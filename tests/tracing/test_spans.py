@@ -188,3 +188,35 @@ async def test_any_span_handler_gets_the_tree_without_opentelemetry(monkeypatch)
         "llm_compiler.planner",
         "llm_compiler.joiner",
     }
+
+
+async def test_a_cancelled_run_and_a_plan_only_run_close_every_span(exporter):
+    started = asyncio.Event()
+
+    async def hang(q: str) -> str:
+        started.set()
+        await asyncio.Event().wait()
+        return q
+
+    llm = ScriptedLLM(['1. hang("x")\n2. join()<END_OF_PLAN>'])
+    wf = LLMCompilerWorkflow(tools=[hang], llm=llm)
+    handler = wf.run(user_msg="q")
+    await asyncio.wait_for(started.wait(), 10)
+    await handler.cancel_run()
+    with pytest.raises(BaseException):  # noqa: B017 - the cancellation, whatever its type
+        await handler
+    tree = Tree(exporter.get_finished_spans())
+    (task,) = tree.named("execute_tool hang")
+    assert tree.attr(task, "llm_compiler.task.status") == "not_run"
+    assert tree.one("invoke_agent").status.status_code.name == "ERROR"
+    assert tree.one("llm_compiler.round").end_time is not None
+    assert not wf._tracer._runs  # nothing kept for a finished run
+
+    exporter.clear()
+    llm = ScriptedLLM(['1. hang("x")\n2. join()<END_OF_PLAN>'])
+    plan = await LLMCompilerWorkflow(tools=[hang], llm=llm).compile_plan("q")
+    assert plan.valid
+    tree = Tree(exporter.get_finished_spans())
+    run = tree.one("invoke_agent")
+    assert tree.children(tree.one("llm_compiler.round")) == tree.named("llm_compiler.planner")
+    assert tree.parent(tree.one("llm_compiler.round")) is run and not tree.named("execute_tool")
