@@ -1,8 +1,9 @@
 """Model prices and what a call costs.
 
-The built-in table holds OpenAI's list prices (USD per million tokens, standard tier) for
-the models the README names, as published on https://openai.com/api/pricing on the date
-in :data:`PRICES_AS_OF`. Any other model has no price until one is supplied: a call to an
+The built-in table holds OpenAI's list prices (USD per million tokens, standard tier) of
+the README's default model and its neighbours, as published on
+https://openai.com/api/pricing in the month of :data:`PRICES_AS_OF`; prices change, so
+check them there (and supply your own to override). Any other model has no price until one is supplied: a call to an
 unknown model costs ``None`` (unknown), never 0. Supply prices with
 ``CompilerConfig(prices={...})``, ``llm-compiler serve --prices FILE`` or the
 ``LLM_COMPILER_PRICES`` environment variable (a JSON file of the same shape).
@@ -20,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llm_compiler.errors import ConfigurationError
 
-#: The day the built-in prices were read off OpenAI's pricing page.
-PRICES_AS_OF = "2025-10-01"
+#: The month the built-in prices were read off OpenAI's pricing page.
+PRICES_AS_OF = "2025-06"
 
 
 class ModelPrice(BaseModel):
