@@ -220,3 +220,38 @@ async def test_a_cancelled_run_and_a_plan_only_run_close_every_span(exporter):
     run = tree.one("invoke_agent")
     assert tree.children(tree.one("llm_compiler.round")) == tree.named("llm_compiler.planner")
     assert tree.parent(tree.one("llm_compiler.round")) is run and not tree.named("execute_tool")
+
+
+async def test_a_run_resumed_from_a_snapshot_is_traced_under_its_new_run(exporter):
+    import json
+
+    from workflows import Context
+
+    release, started = asyncio.Event(), asyncio.Event()
+
+    async def slow(x: str) -> str:
+        started.set()
+        await release.wait()
+        return x.upper()
+
+    plan = '1. slow("a")\n2. slow($1)\n3. join()'
+    wf = LLMCompilerWorkflow(
+        tools=[slow], llm=ScriptedLLM([plan, "Action: Finish(resumed)"]), timeout=20
+    )
+    handler = wf.run(user_msg="q")
+    await started.wait()
+    snapshot = json.loads(json.dumps(handler.ctx.to_dict()))
+    await handler.cancel_run()
+    with pytest.raises(BaseException):  # noqa: B017 - the cancellation
+        await handler
+    release.set()
+    exporter.clear()
+    assert str(await wf.run(ctx=Context.from_dict(wf, snapshot))) == "resumed"
+    tree = Tree(exporter.get_finished_spans())
+    run = tree.one("invoke_agent")
+    tasks = tree.named("execute_tool slow")
+    assert [tree.attr(t, "llm_compiler.task.id") for t in tasks] == [1, 2]
+    # The resumed run opens no round of its own: its tasks and joiner hang off the run.
+    assert all(tree.parent(t) is run for t in tasks)
+    assert tree.parent(tree.one("llm_compiler.joiner")) is run
+    assert not wf._tracer._runs

@@ -3,9 +3,9 @@
 The built-in table holds OpenAI's list prices (USD per million tokens, standard tier) of
 the README's default model and its neighbours, as published on
 https://openai.com/api/pricing in the month of :data:`PRICES_AS_OF`; prices change, so
-check them there (and supply your own to override). Any other model has no price until one is supplied: a call to an
-unknown model costs ``None`` (unknown), never 0. Supply prices with
-``CompilerConfig(prices={...})``, ``llm-compiler serve --prices FILE`` or the
+check them there (and supply your own to override). Any other model has no price until
+one is supplied: a call to an unknown model costs ``None`` (unknown), never 0. Supply
+prices with ``CompilerConfig(prices={...})``, ``llm-compiler serve --prices FILE`` or the
 ``LLM_COMPILER_PRICES`` environment variable (a JSON file of the same shape).
 """
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +29,10 @@ from llm_compiler.tracing import attributes as A
 from llm_compiler.tracing.spans import Active, Span, _bound, listening, start_span
 from llm_compiler.tracing.usage import LLMCallUsage, Usage
 
+#: The run (by the id ``run()`` gave it) whose tasks are running: set while the workflow
+#: starts a run, so every task of the run inherits it.
+_CURRENT_RUN: ContextVar[str | None] = ContextVar("llm_compiler_run", default=None)
+
 
 class TaskFailed(Exception):
     """A task's error observation, as the exception its span ends with."""
@@ -47,16 +54,35 @@ class Tracer:
 
     # ------------------------------------------------------------------ run
 
-    def start_run(self, run_id: str) -> Active:
-        """Open the run's span under the caller's; the workflow's own spans nest in it."""
+    @contextmanager
+    def start_run(self, run_id: str) -> Iterator[None]:
+        """Open the run's span under the caller's, and make it current while the workflow
+        starts the run: the run's tasks (its steps) inherit it, so the workflow's spans
+        nest in it and a run resumed from a snapshot (whose steps carry the snapshot's run
+        id) still finds it."""
         if not self.enabled or run_id in self._runs or not listening():
-            return Active(None)  # no handler: a run's spans would cost and go nowhere
+            yield  # no handler: a run's spans would cost and go nowhere
+            return
         attrs = {A.OPERATION: "invoke_agent", A.AGENT_NAME: self.agent, A.RUN_ID: run_id}
         span = start_span(
             f"invoke_agent {self.agent}", active_span_id.get(), attrs, _bound(run_id=run_id)
         )
         self._runs[run_id] = _RunSpans(span)
-        return Active(span)
+        token = _CURRENT_RUN.set(run_id)
+        try:
+            with Active(span):
+                yield
+        finally:
+            _CURRENT_RUN.reset(token)
+
+    def _spans(self, run_id: str) -> _RunSpans | None:
+        """The spans of `run_id`, or of the run whose task asks (a resumed run's steps use
+        the run id of the snapshot they resumed)."""
+        spans = self._runs.get(run_id)
+        current = _CURRENT_RUN.get()
+        if spans is None and current is not None and current in self._runs:
+            spans = self._runs[run_id] = self._runs[current]
+        return spans
 
     def watch(self, handler: Any, run_id: str) -> None:
         """End the run's spans when `handler`'s result is known."""
@@ -66,14 +92,14 @@ class Tracer:
 
     def begin(self, run_id: str, question: str, dialect: str) -> None:
         """Record the question the run answers."""
-        if (spans := self._runs.get(run_id)) is None:
+        if (spans := self._spans(run_id)) is None:
             return
         spans.run.set({A.DIALECT: dialect})
         spans.run.event(AgentChatWithStepStartEvent(user_msg=question))
 
     def end_run(self, run_id: str, result: Any = None, error: BaseException | None = None) -> None:
         """Close whatever the run left open, then the run's span."""
-        spans = self._runs.get(run_id)
+        spans = self._spans(run_id)
         if spans is None:
             return
         summary = getattr(result, "summary", None)
@@ -98,13 +124,14 @@ class Tracer:
             spans.run.event(
                 AgentChatWithStepEndEvent(response=AgentChatResponse(response=summary.answer))
             )
-        del self._runs[run_id]
+        for key in [k for k, v in self._runs.items() if v is spans]:
+            del self._runs[key]
         spans.run.end(result=None if summary is not None else result, error=error)
 
     # ------------------------------------------------------------------ rounds
 
     def _parent(self, run_id: str, round: int | None = None) -> str | None:
-        spans = self._runs.get(run_id)
+        spans = self._spans(run_id)
         if spans is None:
             return active_span_id.get()
         span = spans.rounds.get(round) if round is not None else None
@@ -112,7 +139,7 @@ class Tracer:
 
     def start_round(self, run_id: str, round: int) -> None:
         """Open a round's span (once) under the run's."""
-        spans = self._runs.get(run_id)
+        spans = self._spans(run_id)
         if spans is None or round in spans.rounds:
             return
         attrs = {A.RUN_ID: run_id, A.ROUND: round}
@@ -125,7 +152,7 @@ class Tracer:
 
         `summary` is the round's :class:`~llm_compiler.engine.summary.RoundSummary`.
         """
-        spans = self._runs.get(run_id)
+        spans = self._spans(run_id)
         span = spans.rounds.pop(summary.round, None) if spans is not None else None
         if span is None:
             return
@@ -152,7 +179,7 @@ class Tracer:
         prompt: str | None,
     ) -> Span | None:
         """Open a planner or joiner span; the LLM client's own spans nest in it."""
-        if run_id not in self._runs:
+        if self._spans(run_id) is None:
             return None
         operation = "chat" if messages is not None else "text_completion"
         attrs = {
@@ -218,7 +245,7 @@ class Tracer:
         instance: BaseTool | None,
     ) -> Span | None:
         """Open a task's span under its round's; the tool's own spans nest in it."""
-        spans = self._runs.get(run_id)
+        spans = self._spans(run_id)
         if spans is None:
             return None
         attrs = {
@@ -244,7 +271,7 @@ class Tracer:
         self, run_id: str, task_id: int, output: Any, is_error: bool, skipped: bool
     ) -> None:
         """Close a task's span: its output, or its error (status error) or why it was skipped."""
-        spans = self._runs.get(run_id)
+        spans = self._spans(run_id)
         span = spans.tasks.pop(task_id, None) if spans is not None else None
         if span is None:
             return
