@@ -23,6 +23,7 @@ from llm_compiler.events import (
 )
 from llm_compiler.plan import PlanTask
 from llm_compiler.serving.mermaid import to_mermaid
+from llm_compiler.tools.mcp_servers import MCPConnection, MCPServerError, tools_from_mcp
 
 __all__ = [
     "ChainOfAbstractionWorkflow",
@@ -40,6 +41,8 @@ __all__ = [
     "LLMCompilerDialect",
     "LLMCompilerError",
     "LLMCompilerWorkflow",
+    "MCPConnection",
+    "MCPServerError",
     "PlanApprovalRequest",
     "PlanApprovalResponse",
     "PlanDialect",
@@ -52,6 +55,7 @@ __all__ = [
     "TaskResult",
     "TaskSummary",
     "to_mermaid",
+    "tools_from_mcp",
 ]
 
 _aliases.install()
