@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
+import llama_index.core
 from pydantic import BaseModel, Field
 
 from llm_compiler.tracing.prices import ModelPrice, price_for
@@ -128,16 +129,19 @@ async def measure_call(
     started_at: float,
     finished_at: float,
 ) -> LLMCallUsage:
-    """The usage record of one call: the server's counts, else counted (in a thread: the
-    tokenizer loads from disk the first time), priced from `prices`."""
+    """The usage record of one call: the server's counts, else counted, priced from `prices`."""
     source: UsageSource = "reported"
     if reported is not None:
         prompt, completion, cached = reported
     else:
         source, cached = "counted", 0
-        prompt, completion = await asyncio.to_thread(
-            lambda: (count_tokens(prompt_text), count_tokens(reply))
-        )
+
+        def count() -> tuple[int, int]:
+            return count_tokens(prompt_text), count_tokens(reply)
+
+        # Counting is quick once the tokenizer is loaded; the load reads a file: a thread.
+        loaded = llama_index.core.global_tokenizer is not None
+        prompt, completion = count() if loaded else await asyncio.to_thread(count)
     return LLMCallUsage(
         phase=phase,
         round=round,
