@@ -191,8 +191,8 @@ class LLMCompilerWorkflow(Workflow):
         """Run the held plan as approved or edited, or end the run if it was rejected."""
         state = await self._state(ctx)
         held = state.held
-        if held is None:
-            return None  # no plan is waiting (a duplicate or late response)
+        if held is None or (ev.run_id, ev.round) != (held.run_id, held.round):
+            return None  # no plan is waiting, or it answers another one (late, duplicate)
         state.held = None
         async with ctx.store.edit_state() as s:
             s.held = None
