@@ -54,3 +54,34 @@ async def test_a_server_without_a_report_gets_counted_tokens(fake_openai: FakeOp
     result = await LLMCompilerWorkflow(tools=[search], llm=llm).run(user_msg="Find x.")
     # A dated snapshot is priced as its model.
     assert all(c.cost is not None and c.cost > 0 for c in result.summary.llm_calls)
+
+
+async def test_a_reported_usage_is_counted_once_by_backends_that_sum_llm_spans(fake_openai):
+    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = LlamaIndexInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        fake_openai.stream_usage = {"prompt_tokens": 1200, "completion_tokens": 30}
+        fake_openai.script(PLAN, FINISH)
+        llm = OpenAI(model="gpt-4o-mini", api_base=fake_openai.base_url, api_key="sk-test")
+        await LLMCompilerWorkflow(tools=[search], llm=llm).run(user_msg="Find x.")
+    finally:
+        instrumentor.uninstrument()
+    llm_spans = [
+        s
+        for s in exporter.get_finished_spans()
+        if s.attributes.get("openinference.span.kind") == "LLM"
+    ]
+    ours = [s for s in llm_spans if s.name.startswith("llm_compiler.")]
+    assert len(ours) == 2
+    # OpenInference's counts: once per call (on the client's span) ...
+    assert sum(s.attributes.get("llm.token_count.prompt", 0) for s in llm_spans) == 2400
+    # ... and the GenAI ones once per call, on ours.
+    assert [s.attributes["gen_ai.usage.input_tokens"] for s in ours] == [1200, 1200]
+    assert all(s.attributes["llm_compiler.usage.source"] == "reported" for s in ours)

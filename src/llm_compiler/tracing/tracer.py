@@ -212,17 +212,22 @@ class Tracer:
         messages: list[ChatMessage] | None,
         prompt: str | None,
     ) -> None:
-        """Close an LLM span with its reply and token counts (as an OpenAI usage report)."""
+        """Close an LLM span with its reply and token counts.
+
+        The GenAI usage attributes are always ours. The counts in the end event (which
+        OpenInference turns into ``llm.token_count.*``) are only there when we counted
+        them: a server's report is already on the LLM client's own span nested in ours,
+        and backends that sum LLM spans would count it twice.
+        """
         if span is None:
             return
-        raw = {
-            "usage": {
+        raw: dict[str, Any] = {}
+        if call.source == "counted":
+            raw["usage"] = {
                 "prompt_tokens": call.prompt_tokens,
                 "completion_tokens": call.completion_tokens,
                 "total_tokens": call.total_tokens,
-                "prompt_tokens_details": {"cached_tokens": call.cached_tokens},
             }
-        }
         span.set({**_usage_attrs(call), A.USAGE_SOURCE: call.source})
         if messages is not None:
             response = ChatResponse(message=ChatMessage(role="assistant", content=reply), raw=raw)
