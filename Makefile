@@ -76,6 +76,7 @@ eval: install
 bench: install
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.serving
+	$(BIN)/python -m benchmarks.tracing
 
 ## Headless Chromium for the live page's browser test (Debian's package; CI runs as root).
 ## Never fatal: without it the browser test is skipped with the reason.

@@ -22,7 +22,14 @@ from typing import Any
 
 from benchmarks.model import CLOUD, INSTANT, LOCAL_SLOW
 from benchmarks.scenarios import Scenario, Task, per_task_overhead, scenarios
-from benchmarks.systems import COMPILER, Measurement, compiler, compiler_run, measure
+from benchmarks.systems import (
+    COMPILER,
+    PRICED_AS,
+    Measurement,
+    compiler,
+    compiler_run,
+    measure,
+)
 from benchmarks.tools import ToolSpec
 
 RESULTS = Path(__file__).parent / "results"
@@ -131,8 +138,9 @@ def scenario_record(s: Scenario, ms: list[Measurement]) -> dict[str, Any]:
 
 HEADER = (
     "| scenario | system | latency s | bound s | ratio | LLMCompiler speedup | LLM calls "
-    "| prompt tok | completion tok | 1st tool start s (bound) | plan streamed s (bound) |\n"
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "| prompt tok | completion tok | cost $ | 1st tool start s (bound) "
+    "| plan streamed s (bound) |\n"
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -149,6 +157,7 @@ def table(records: list[dict[str, Any]]) -> str:
                 f"| {rec['name']} | {x['system']} | {_fmt(lat)} | {_fmt(x['bound_s'])} "
                 f"| {_fmt(x['ratio'])} | {'-' if speedup is None else f'{speedup:.2f}x'} "
                 f"| {x['llm_calls']:g} | {x['prompt_tokens']:g} | {x['completion_tokens']:g} "
+                f"| {_fmt(x['cost_usd'], 5)} "
                 f"| {_fmt(x['first_task_s'])} ({_fmt(x['first_task_bound_s'])}) "
                 f"| {_fmt(x['plan_done_s'])} ({_fmt(x['plan_done_bound_s'])}) |"
             )
@@ -174,6 +183,19 @@ def extras(records: list[dict[str, Any]], cold: dict[str, Any]) -> str:
                 f"((latency - bound) / 500)."
             )
     for system in ("react", "function_agent"):
+        costs = [
+            (x["cost_usd"], rec["systems"][0]["cost_usd"])
+            for rec in records
+            for x in rec["systems"]
+            if x["system"] == system and x["cost_usd"] and rec["systems"][0]["cost_usd"]
+        ]
+        if costs:
+            ratio = math.exp(sum(math.log(c / b) for b, c in costs) / len(costs))
+            out.append(
+                f"- **cost, LLMCompiler vs {system}**: geometric mean {ratio:.2f}x of the "
+                f"baseline's cost over {len(costs)} scenario{'s' * (len(costs) != 1)} "
+                f"(tokens priced as {PRICED_AS})."
+            )
         ups = [
             x["llm_compiler_speedup"]
             for rec in records
@@ -239,6 +261,8 @@ ttft + i / tok/s): {models}.
   and replan rounds. ReAct: every reply and tool call in sequence. FunctionAgent: per
   dependency level, the reply then its slowest call, plus the answer.
 - *LLMCompiler speedup*: the baseline's latency / LLMCompiler's on the same scenario.
+- *cost $*: the prompt and completion tokens priced as {PRICED_AS} (OpenAI list prices,
+  `llm_compiler.tracing.prices`), the same table for every system.
 - *1st tool start* and *plan streamed*: seconds after `run()`; the plan is streamed when
   the planner's last token arrived.
 

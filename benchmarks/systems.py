@@ -21,8 +21,16 @@ from benchmarks.model import LatencyFunctionLLM, LatencyLLM, Usage
 from benchmarks.scenarios import Bound, Scenario
 from benchmarks.tools import ToolCall, ToolLog, make_tools
 from llm_compiler import LLMCompilerWorkflow, TaskResult
+from llm_compiler.tracing.prices import OPENAI_PRICES
 
 COMPILER, REACT, FUNCTION_AGENT = "llm_compiler", "react", "function_agent"
+#: Every system's tokens are priced as this model's (the README's default OpenAI model).
+PRICED_AS = "gpt-4o-mini"
+
+
+def cost(usage: Usage) -> float:
+    """USD of `usage` at :data:`PRICED_AS`'s list prices (no prompt caching)."""
+    return OPENAI_PRICES[PRICED_AS].cost(usage.prompt_tokens, usage.completion_tokens)
 
 
 @dataclass
@@ -73,6 +81,7 @@ class Measurement:
             "llm_calls": med([r.usage.calls for r in self.runs]),
             "prompt_tokens": med([r.usage.prompt_tokens for r in self.runs]),
             "completion_tokens": med([r.usage.completion_tokens for r in self.runs]),
+            "cost_usd": round(statistics.median(cost(r.usage) for r in self.runs), 7),
             "first_task_s": med([r.first_task for r in self.runs]),
             "first_task_bound_s": _round(self.bound.first_task),
             "early_bound_s": _round(self.early_bound.total) if self.early_bound else None,

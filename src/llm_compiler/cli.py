@@ -17,6 +17,8 @@ from urllib.parse import quote
 from workflows import Workflow
 
 from llm_compiler.errors import ConfigurationError, LLMCompilerError
+from llm_compiler.tracing.otel import start_export
+from llm_compiler.tracing.prices import PRICES_ENV, load_prices
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
@@ -115,10 +117,24 @@ async def _tool_options(stack: AsyncExitStack, mcp: Sequence[str]) -> dict[str, 
 
 async def run_server(args: argparse.Namespace) -> None:
     """Build the app for `args` and serve it until interrupted."""
-    from llm_compiler.serving import build_app, make_store, serve
-    from llm_compiler.serving.server import check_exposure
+    from llm_compiler.serving import make_store
 
     store = make_store(args.store)
+    if args.prices:  # checked now; every workflow built below reads it (see tracing.prices)
+        load_prices(args.prices)
+        os.environ[PRICES_ENV] = args.prices
+    stop_export = start_export(args.otlp_endpoint)
+    try:
+        await _serve(args, store)
+    finally:
+        if stop_export is not None:
+            await asyncio.to_thread(stop_export)  # flushes the last spans
+
+
+async def _serve(args: argparse.Namespace, store: Any) -> None:
+    from llm_compiler.serving import build_app, serve
+    from llm_compiler.serving.server import check_exposure
+
     if args.workflow and args.mcp:
         raise ConfigurationError(
             "--mcp serves the compiler over MCP tools; --workflow brings its own."
@@ -231,6 +247,20 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="give the embedded model llama.cpp's RAM prompt cache (measured slower on "
         "small CPUs; see docs/serving.md)",
+    )
+    serve.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="export traces over OTLP/HTTP to URL (e.g. http://127.0.0.1:6006 for Phoenix; "
+        "default: the OTEL_EXPORTER_OTLP_ENDPOINT environment variable, else no export; "
+        "needs the tracing extra)",
+    )
+    serve.add_argument(
+        "--prices",
+        metavar="FILE",
+        help='model prices for the runs\' cost, a JSON file {"model": {"input": USD per '
+        'million tokens, "output": ..., "cached_input": ...}} (default: the '
+        "LLM_COMPILER_PRICES environment variable; OpenAI's models are built in)",
     )
     return top
 

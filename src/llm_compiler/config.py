@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llm_compiler.errors import ConfigurationError
+from llm_compiler.tracing.prices import ModelPrice
 
 #: Most tool calls one run executes at once (the executor's workers).
 MAX_PARALLEL_TOOLS = 64
@@ -37,6 +38,10 @@ class CompilerConfig(BaseModel):
         constrained: Ask the model server for constrained decoding (a grammar or JSON
             schema from the tools) when the dialect has one. None: on where the server
             is known to support it (the embedded llama.cpp model), else off.
+        tracing: Emit the run's spans through llama-index's instrumentation dispatcher
+            (see :mod:`llm_compiler.tracing`); tokens and cost are counted either way.
+        prices: Model prices (USD per million tokens) added to the built-in table, for
+            the run summary's cost (see :mod:`llm_compiler.tracing.prices`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -54,6 +59,8 @@ class CompilerConfig(BaseModel):
     max_result_chars: int = Field(default=1_000_000, ge=1)
     stream_tokens: bool = True
     constrained: bool | None = None
+    tracing: bool = True
+    prices: dict[str, ModelPrice] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> CompilerConfig:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 from workflows.events import Event, HumanResponseEvent, InputRequiredEvent, StartEvent
 
 from llm_compiler.plan import PlanErrorKind, PlanTask, error_kind
+from llm_compiler.tracing.usage import LLMCallUsage
 
 RunMode = Literal["run", "plan_only", "approve"]
 
@@ -56,7 +57,8 @@ class PlanEvent(_RunEvent):
     lines just completed. The last one of a round has ``complete=True`` and carries the
     whole plan: every task, the planner's thoughts, its raw text, the id of its ``join()``
     line, plan-level errors (no join, empty plan, too many tasks, reused ids) and the
-    planner call's token usage where the LLM reports it.
+    planner call's tokens and cost (``llm_call``; ``prompt_tokens`` and
+    ``completion_tokens`` repeat its counts).
     """
 
     round: int
@@ -68,6 +70,7 @@ class PlanEvent(_RunEvent):
     join_id: int | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    llm_call: LLMCallUsage | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -155,11 +155,14 @@ class FakeOpenAI:
         requests: Every request received, as ``{"path", "headers", "body"}``, in order.
         responder: Answers requests when the script queue is empty.
         default_text: The answer when there is no script and no responder.
+        stream_usage: The usage a stream reports in a last chunk when the request asks
+            for it (``stream_options.include_usage``), as OpenAI does.
     """
 
     requests: list[dict[str, Any]] = field(default_factory=list)
     responder: Responder | None = None
     default_text: str = "Hello from the fake server."
+    stream_usage: dict[str, Any] | None = None
     _queue: deque[str | Reply] = field(default_factory=deque)
     _faults: deque[Reply] = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -385,6 +388,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._stall()
             return
         self._event(_chunk(body, chat, {} if chat else "", finish="stop"))
+        if (body.get("stream_options") or {}).get("include_usage"):  # OpenAI's last chunk
+            usage = self.fake.stream_usage or {"prompt_tokens": 1, "completion_tokens": 1}
+            self._event({**_envelope(body, "chat.completion.chunk"), "choices": [], "usage": usage})
         self._write_chunk(b"data: [DONE]\n\n")
         self._write_chunk(b"")  # the chunked-encoding terminator
 

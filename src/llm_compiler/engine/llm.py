@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from llama_index.core.llms import LLM, ChatMessage
 
 from llm_compiler.errors import ConfigurationError, LLMCallError
+from llm_compiler.tracing.prices import ModelPrice
+from llm_compiler.tracing.spans import Active
+from llm_compiler.tracing.tracer import Tracer
+from llm_compiler.tracing.usage import LLMCallUsage, measure_call, reported_counts
 
+#: Longest wait for a usage report after the text we need has arrived.
+USAGE_DRAIN_SECONDS = 0.5
 #: Completion endpoints (OpenAI's, llama.cpp's) stop after 16 tokens unless told otherwise.
 COMPLETION_MAX_TOKENS = 2048
 
@@ -45,16 +52,31 @@ class LLMRequest:
 
 @dataclass
 class TokenUsage:
-    """Tokens an LLM reported for its calls (zero when it reports none)."""
+    """Tokens an LLM reported for its calls (zero, and ``reported`` false, when it reports none).
+
+    ``cached_tokens`` is the part of ``prompt_tokens`` read from the provider's prompt cache.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    reported: bool = False
 
     def add(self, other: TokenUsage | None) -> None:
         """Add another call's counts."""
         if other is not None:
             self.prompt_tokens += other.prompt_tokens
             self.completion_tokens += other.completion_tokens
+            self.cached_tokens += other.cached_tokens
+            self.reported = self.reported or other.reported
+
+    def counts(self) -> tuple[int, int, int] | None:
+        """(prompt, completion, cached) if the LLM reported them, else None."""
+        return (
+            (self.prompt_tokens, self.completion_tokens, self.cached_tokens)
+            if self.reported
+            else None
+        )
 
 
 def is_chat(llm: LLM) -> bool:
@@ -82,6 +104,8 @@ def _call_kwargs(llm: LLM, request: LLMRequest) -> dict[str, Any]:
         return kwargs  # others get no stop list: we cut client-side
     if request.stop:
         kwargs["stop"] = list(request.stop)[:4]
+    # Ask for the usage report a stream otherwise leaves out (dropped when not streaming).
+    kwargs["stream_options"] = {"include_usage": True}
     if request.messages is None and getattr(llm, "max_tokens", None) is None:
         kwargs["max_tokens"] = COMPLETION_MAX_TOKENS
     if request.extras:
@@ -91,19 +115,13 @@ def _call_kwargs(llm: LLM, request: LLMRequest) -> dict[str, Any]:
 
 def _usage(response: Any) -> TokenUsage | None:
     """Token counts from a llama-index response, where the provider sent them."""
-    extra = getattr(response, "additional_kwargs", None) or {}
-    prompt, completion = extra.get("prompt_tokens"), extra.get("completion_tokens")
     raw = getattr(response, "raw", None)
     usage = raw.get("usage") if isinstance(raw, Mapping) else getattr(raw, "usage", None)
-    if usage is not None and prompt is None:
-        if isinstance(usage, Mapping):
-            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        else:
-            prompt = getattr(usage, "prompt_tokens", None)
-            completion = getattr(usage, "completion_tokens", None)
-    if isinstance(prompt, int) and isinstance(completion, int):
-        return TokenUsage(prompt, completion)
-    return None
+    counts = reported_counts(usage)
+    if counts is None:
+        extra = getattr(response, "additional_kwargs", None) or {}
+        counts = reported_counts(extra)
+    return None if counts is None else TokenUsage(*counts, reported=True)
 
 
 async def stream_text(
@@ -209,6 +227,8 @@ async def stream_call(
 
     `on_delta` gets each new piece of text and returns True to stop reading; `flush`
     runs once per burst of deltas (and once at the end) to publish what they produced.
+    Reported token counts are added to `usage`; after an early stop on an OpenAI-protocol
+    client, the rest of the stream is read briefly for its usage report (see ``_drain``).
     """
     text = request.prefill
     longest_stop = max(map(len, request.stop), default=0)
@@ -231,6 +251,8 @@ async def stream_call(
             done = on_delta(delta) if delta else False
             outbox.touch()
             if done or cut is not None:
+                if usage is not None and is_openai_protocol(llm):
+                    await _drain(stream)
                 break
     except BaseException:
         outbox.discard()
@@ -241,10 +263,89 @@ async def stream_call(
     return text
 
 
+async def _drain(stream: AsyncGenerator[str, None]) -> None:
+    """Read the rest of a stream we stopped early, for the usage report in its last chunk.
+
+    The same stops went to the server, so what is left is a few tokens at most; a stream
+    that goes on longer than :data:`USAGE_DRAIN_SECONDS` is dropped (tokens then counted).
+    """
+
+    async def rest() -> None:
+        async for _ in stream:
+            pass
+
+    try:
+        await asyncio.wait_for(rest(), USAGE_DRAIN_SECONDS)
+    except Exception:  # noqa: BLE001 - a late failure after the text we need is no failure
+        pass
+
+
 def _first_stop(text: str, stops: Sequence[str], start: int) -> int | None:
     """Where the first stop sequence begins at or after `start`, if any (new text only)."""
     found = [i for s in stops if s and (i := text.find(s, start)) >= 0]
     return min(found) if found else None
+
+
+def model_name(llm: LLM) -> str | None:
+    """The model name `llm` reports (None if its metadata lookup fails or names none)."""
+    try:
+        name = llm.metadata.model_name
+    except Exception:  # unknown model names make some clients' metadata raise
+        return None
+    return name or None
+
+
+@dataclass
+class Metered:
+    """What a metered call needs besides the request: its span's tracer, run and prices."""
+
+    tracer: Tracer
+    run_id: str
+    prices: Mapping[str, ModelPrice]
+
+
+async def metered_call(
+    llm: LLM,
+    request: LLMRequest,
+    meter: Metered,
+    *,
+    phase: Literal["planner", "joiner"],
+    round: int,
+    on_delta: Callable[[str], bool],
+    flush: Callable[[], None],
+) -> tuple[str, LLMCallUsage]:
+    """:func:`stream_call` in a planner or joiner span; returns the text and its usage.
+
+    Tokens are the server's report where it gives one, else counted; the cost comes from
+    `meter.prices` (None for a model without a price).
+    """
+    messages = None if request.messages is None else list(request.messages)
+    model = model_name(llm)
+    span = meter.tracer.start_llm(meter.run_id, round, phase, model, messages, request.prompt)
+    usage, started = TokenUsage(), time.time()
+    try:
+        with Active(span):
+            text = await stream_call(
+                llm, request, phase=phase, round=round, on_delta=on_delta, flush=flush, usage=usage
+            )
+    except BaseException as e:
+        if span is not None:
+            span.end(error=e)
+        raise
+    sent = request.prompt if messages is None else "\n".join(m.content or "" for m in messages)
+    call = await measure_call(
+        phase=phase,
+        round=round,
+        model=model,
+        reported=usage.counts(),
+        prompt_text=sent or "",
+        reply=text[len(request.prefill) :],
+        prices=meter.prices,
+        started_at=started,
+        finished_at=time.time(),
+    )
+    meter.tracer.end_llm(span, call, text, messages, request.prompt)
+    return text, call
 
 
 def require_llm(llm: object) -> None:

@@ -9,6 +9,7 @@ writing the rest of the plan.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from llama_index.core.llms import LLM
@@ -18,11 +19,12 @@ from workflows.events import Event
 from llm_compiler.config import CompilerConfig
 from llm_compiler.dialects.base import PlanDialect, PlannerContext
 from llm_compiler.dialects.prompting import PromptContext
-from llm_compiler.engine.llm import TokenUsage, stream_call
+from llm_compiler.engine.llm import Metered, metered_call
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import CompilerStream, PlanEvent
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolSet, bind, validate_arguments
+from llm_compiler.tracing import ModelPrice, Tracer, price_table
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +111,18 @@ def _check_task(task: PlanTask, tools: ToolSet) -> PlanTask:
 class Planner:
     """Plans one round: builds the request, streams the reply, publishes tasks."""
 
-    def __init__(self, llm: LLM, dialect: PlanDialect, config: CompilerConfig, name: str) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        dialect: PlanDialect,
+        config: CompilerConfig,
+        name: str,
+        tracer: Tracer | None = None,
+        prices: Mapping[str, ModelPrice] | None = None,
+    ) -> None:
         self.llm, self.dialect, self.config, self.name = llm, dialect, config, name
+        self.tracer = tracer or Tracer(name, enabled=False)
+        self.prices = price_table(config.prices) if prices is None else prices
 
     def context(
         self, state: CompilerState, prompt: PromptContext, constrained: bool
@@ -174,15 +186,15 @@ class Planner:
                 else:
                     ctx.write_event_to_stream(ev)
 
-        usage = TokenUsage()
-        await stream_call(
+        meter = Metered(self.tracer, run_id, self.prices)
+        _, call = await metered_call(
             self.llm,
             self.dialect.planner_request(context),
+            meter,
             phase="planner",
             round=round,
             on_delta=on_delta,
             flush=flush,
-            usage=usage,
         )
         pending.extend(parser.finish())
         flush()
@@ -203,8 +215,9 @@ class Planner:
             text=parser.text,
             errors=errors,
             join_id=parser.join_id,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
+            prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens,
+            llm_call=call,
         )
 
 

@@ -83,6 +83,8 @@ class Scheduler:
         record.complete = True
         self.state.prompt_tokens += ev.prompt_tokens
         self.state.completion_tokens += ev.completion_tokens
+        if ev.llm_call is not None:
+            self.state.llm_calls = [*self.state.llm_calls, ev.llm_call]
 
     def settle(self, task_id: int, outcome: TaskOutcome) -> None:
         """Record a result; unblock dependents; fill free concurrency slots."""

@@ -19,6 +19,7 @@ from llm_compiler.dialects.prompting import RoundRecord, TaskRecord
 from llm_compiler.events import PlanEvent, RunMode, TaskResult
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolSet
+from llm_compiler.tracing.usage import LLMCallUsage
 
 
 class TaskOutcome(BaseModel):
@@ -74,7 +75,8 @@ class CompilerState(BaseModel):
         queued: Tasks whose inputs are done, waiting for a concurrency slot.
         running: Tasks dispatched and not yet finished.
         rounds: One record per round.
-        prompt_tokens / completion_tokens: LLM token usage of this question, where reported.
+        prompt_tokens / completion_tokens: LLM token usage of this question.
+        llm_calls: Tokens, cost and timing of each planner and joiner call of this question.
         toolset: The run's tools (live objects: not serialized; rebuilt on resume).
     """
 
@@ -96,6 +98,7 @@ class CompilerState(BaseModel):
     rounds: list[RoundState] = Field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    llm_calls: list[LLMCallUsage] = Field(default_factory=list)
     memory: BaseMemory | None = Field(default=None, exclude=True)
     toolset: ToolSet | None = Field(default=None, exclude=True)
 

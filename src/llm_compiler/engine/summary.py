@@ -1,7 +1,8 @@
-"""The typed summary of a finished run: rounds, tasks, outcomes, timings, token usage."""
+"""The typed summary of a finished run: rounds, tasks, outcomes, timings, tokens and cost."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from llama_index.core.agent.workflow import AgentOutput
@@ -9,6 +10,7 @@ from pydantic import BaseModel, Field, computed_field
 
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.plan import resolve_kwargs
+from llm_compiler.tracing.usage import LLMCallUsage, Usage
 
 TaskStatus = Literal["done", "error", "skipped", "not_run"]
 
@@ -51,6 +53,8 @@ class RoundSummary(BaseModel):
     task_ids: list[int] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
     replan_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens and cost of the round's planner and joiner calls."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -70,8 +74,12 @@ class RunSummary(BaseModel):
         tasks: Every task of every round, in id order.
         return_direct: The task of a ``return_direct`` tool that ended the run, if any,
             with its resolved arguments in ``args``.
-        prompt_tokens / completion_tokens: Token usage of the planner and joiner calls,
-            where the LLM reports it (0 otherwise).
+        prompt_tokens / completion_tokens: Tokens of the planner and joiner calls (the
+            server's report, else counted; see ``llm_calls``).
+        usage: Tokens and cost of the whole run (cost None if a model has no price).
+        llm_calls: Each planner and joiner call: tokens, cost, timing.
+        llm_seconds / tool_seconds: Wall-clock seconds in LLM calls, and with at least
+            one tool running (overlapping tools count once).
     """
 
     answer: str = ""
@@ -82,6 +90,10 @@ class RunSummary(BaseModel):
     return_direct: TaskSummary | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    llm_calls: list[LLMCallUsage] = Field(default_factory=list)
+    llm_seconds: float = 0.0
+    tool_seconds: float = 0.0
 
     def task(self, task_id: int) -> TaskSummary | None:
         """The task with this id, if any."""
@@ -148,18 +160,36 @@ def summarize(
     return RunSummary(
         answer=answer,
         dialect=dialect,
-        rounds=[
-            RoundSummary(
-                round=i,
-                task_ids=[t.id for t in state.round_tasks(i)],
-                errors=r.errors,
-                replan_reason=r.replan_reason,
-            )
-            for i, r in enumerate(state.rounds)
-        ],
+        rounds=[round_summary(state, i) for i in range(len(state.rounds))],
         replans=state.replans,
         tasks=tasks,
         return_direct=direct_summary,
         prompt_tokens=state.prompt_tokens,
         completion_tokens=state.completion_tokens,
+        usage=Usage.total(state.llm_calls),
+        llm_calls=state.llm_calls,
+        llm_seconds=covered((c.started_at, c.finished_at) for c in state.llm_calls),
+        tool_seconds=covered((t.started_at, t.finished_at) for t in tasks),
     )
+
+
+def round_summary(state: CompilerState, round: int) -> RoundSummary:
+    """The summary of one round of the run in `state`."""
+    record = state.rounds[round]
+    return RoundSummary(
+        round=round,
+        task_ids=[t.id for t in state.round_tasks(round)],
+        errors=record.errors,
+        replan_reason=record.replan_reason,
+        usage=Usage.total(c for c in state.llm_calls if c.round == round),
+    )
+
+
+def covered(intervals: Iterable[tuple[float, float]]) -> float:
+    """Seconds covered by at least one of `intervals` (overlaps count once)."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(i for i in intervals if i[1] > i[0]):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total

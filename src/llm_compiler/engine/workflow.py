@@ -40,12 +40,12 @@ from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JoinerDecision
 from llm_compiler.engine.executor import run_task
-from llm_compiler.engine.llm import TokenUsage, is_chat, require_llm, stream_call
+from llm_compiler.engine.llm import Metered, is_chat, metered_call, require_llm
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.engine.runs import RunRegistry
 from llm_compiler.engine.scheduler import Scheduler
 from llm_compiler.engine.state import CompilerState, TaskOutcome, round_records
-from llm_compiler.engine.summary import CompilerOutput, summarize
+from llm_compiler.engine.summary import CompilerOutput, round_summary, summarize
 from llm_compiler.errors import ConfigurationError, RunError
 from llm_compiler.events import (
     CompiledPlan,
@@ -60,6 +60,8 @@ from llm_compiler.events import (
 )
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolLike, ToolSet, tool_map, validate_arguments
+from llm_compiler.tracing import Tracer, price_table
+from llm_compiler.tracing.spans import Active
 
 __all__ = ["MAX_PARALLEL_TOOLS", "LLMCompilerWorkflow"]
 
@@ -121,7 +123,9 @@ class LLMCompilerWorkflow(Workflow):
         self.name = name
         self.tool_context = tool_context
         self.system_prompt = system_prompt
-        self._planner = Planner(self.llm, self.dialect, self.config, name)
+        self._tracer = Tracer(name, enabled=self.config.tracing)
+        prices = price_table(self.config.prices)
+        self._planner = Planner(self.llm, self.dialect, self.config, name, self._tracer, prices)
         self._runs = RunRegistry()
 
     def run(
@@ -137,7 +141,9 @@ class LLMCompilerWorkflow(Workflow):
         """
         new_turn = ctx is None or not ctx.is_running
         run_id, start_event = self._runs.prepare(ctx, start_event, kwargs)
-        handler = super().run(ctx, start_event, **kwargs)
+        with self._tracer.start_run(run_id):  # the run's span: its steps' spans nest in it
+            handler = super().run(ctx, start_event, **kwargs)
+        self._tracer.watch(handler, run_id)
         self._runs.started(handler, run_id, new_turn)
         return handler
 
@@ -168,6 +174,7 @@ class LLMCompilerWorkflow(Workflow):
         if isinstance(ev, ReplanEvent) and self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
         context = self._planner.context(state, self._prompt(state), self._constrained())
+        self._tracer.start_round(state.run_id, state.round)
         final = await self._planner.plan(ctx, state, context)
         ctx.write_event_to_stream(final)
         if state.mode == "plan_only":
@@ -227,6 +234,7 @@ class LLMCompilerWorkflow(Workflow):
         history = await memory.aget()
         await memory.aput(ChatMessage(role=MessageRole.USER, content=question))
         toolset = await self._toolset(question)
+        self._tracer.begin(ev.compiler_run_id or "", question, self.dialect.name)
         # A new question starts a fresh DAG; the conversation carries what came before.
         await ctx.store.set_state(
             CompilerState(
@@ -308,13 +316,13 @@ class LLMCompilerWorkflow(Workflow):
         state = sched.state
         await ctx.store.set_state(state)
         for task, message, skipped in sched.out.failed:
-            publish(ctx, _not_run(task, state.run_id, message, skipped))
+            publish(ctx, self._not_run(task, state.run_id, message, skipped, task.kwargs))
         for task, kwargs in sched.out.dispatch:
             tool = state.toolset.get(task.tool) if state.toolset is not None else None
             try:
                 args = kwargs if tool is None else validate_arguments(tool, kwargs)
             except ValueError as e:
-                publish(ctx, _not_run(task, state.run_id, str(e), False))
+                publish(ctx, self._not_run(task, state.run_id, str(e), False, kwargs))
                 continue
             ready = TaskReady(
                 round=task.round,
@@ -345,7 +353,12 @@ class LLMCompilerWorkflow(Workflow):
             return None  # a late event of an earlier, cancelled run on this context
         tool = state.toolset.get(ev.tool_name) if state.toolset is not None else None
         context = ctx if self.tool_context is None else self.tool_context
-        with self._runs.tool_call(ev.run_id):
+        task = state.tasks.get(ev.task_id)
+        deps = task.deps if task is not None else []
+        span = self._tracer.start_task(
+            ev.run_id, ev.task_id, ev.round, ev.tool_name, deps, ev.args, tool
+        )
+        with self._runs.tool_call(ev.run_id), Active(span):  # the tool's spans nest in it
             result = await run_task(
                 ev,
                 tool,
@@ -353,6 +366,7 @@ class LLMCompilerWorkflow(Workflow):
                 context=context,
                 max_chars=self.config.max_result_chars,
             )
+        self._tracer.end_task(ev.run_id, ev.task_id, result.output, result.is_error, False)
         result.run_id = ev.run_id
         ctx.write_event_to_stream(result)
         return result
@@ -409,21 +423,23 @@ class LLMCompilerWorkflow(Workflow):
         request = self.dialect.joiner_request(self._prompt(state, last_round=last))
         tokens = TokenStream(ctx, self.name, "join", round, self.config.stream_tokens)
         tokens.add(request.prefill)  # the reply starts with it (``Thought:``): show it too
-        usage = TokenUsage()
-        text = await stream_call(
+        meter = Metered(self._tracer, state.run_id, self._planner.prices)
+        text, call = await metered_call(
             self.llm,
             request,
+            meter,
             phase="joiner",
             round=round,
             on_delta=tokens.take,
             flush=tokens.flush,
-            usage=usage,
         )
         async with ctx.store.edit_state() as s:
-            s.prompt_tokens += usage.prompt_tokens
-            s.completion_tokens += usage.completion_tokens
-        state.prompt_tokens += usage.prompt_tokens
-        state.completion_tokens += usage.completion_tokens
+            s.prompt_tokens += call.prompt_tokens
+            s.completion_tokens += call.completion_tokens
+            s.llm_calls = [*s.llm_calls, call]
+        state.prompt_tokens += call.prompt_tokens
+        state.completion_tokens += call.completion_tokens
+        state.llm_calls = [*state.llm_calls, call]
         return self.dialect.parse_decision(text)
 
     async def _replan(
@@ -444,7 +460,14 @@ class LLMCompilerWorkflow(Workflow):
             round=round + 1, reason=decision.content, thought=decision.thought, run_id=state.run_id
         )
         ctx.write_event_to_stream(replan)
+        self._tracer.end_round(state.run_id, round_summary(state, round), "replan")
         return replan
+
+    def _not_run(self, task: PlanTask, run_id: str, msg: str, skipped: bool, args: Any) -> Event:
+        """The observation of a task that cannot run (invalid, or an input failed)."""
+        tracer = self._tracer
+        tracer.not_run(run_id, task.id, task.round, task.tool, task.deps, args, msg, skipped)
+        return _not_run(task, run_id, msg, skipped)
 
     def _return_direct(self, state: CompilerState, round: int) -> int | None:
         """The id of a task of `round` whose tool is ``return_direct`` and succeeded."""

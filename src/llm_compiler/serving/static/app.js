@@ -94,7 +94,7 @@ class Run {
     this.nodes = el("g", { class: "nodes" }, this.dag);
     $("rounds").replaceChildren();
     $("gantt").replaceChildren();
-    for (const id of ["answer", "error", "details"]) $(id).hidden = true;
+    for (const id of ["answer", "error", "details", "costs"]) $(id).hidden = true;
     $("mermaid").href = `/api/runs/${encodeURIComponent(id)}/mermaid`;
     $("mermaid").hidden = false;
     $("peak").textContent = "";
@@ -264,6 +264,38 @@ class Run {
     $("peak").textContent = `· up to ${this.peak} task${this.peak === 1 ? "" : "s"} at once · critical path outlined`;
   }
 
+  // One LLM call's tokens and cost, under its round (the planner's live, the joiner's at the end).
+  callUsage(c) {
+    const round = this.round(c.round);
+    const key = `usage-${c.phase}`;
+    if (round[key]) return;
+    const cached = c.cached_tokens ? ` (${fmt(c.cached_tokens)} cached)` : "";
+    const text = `${c.phase === "joiner" ? "Joiner" : "Planner"}: ${fmt(c.prompt_tokens)} in${cached} · ${fmt(c.completion_tokens)} out` +
+      `${c.source === "counted" ? " (counted)" : ""} · ${money(c.cost)} · ${(c.finished_at - c.started_at).toFixed(2)} s`;
+    round[key] = html("p", { class: "usage", "data-phase": c.phase }, text);
+    round.panel.append(round[key]);
+  }
+
+  // The run's totals: tokens, cost, time in LLM calls vs tools, and the critical path.
+  costs(summary) {
+    for (const c of summary.llm_calls || []) this.callUsage(c);
+    const u = summary.usage || {};
+    const path = [...this.tasks.values()].filter((t) => t.critical).sort((a, b) => a.started - b.started);
+    const pathText = path.length
+      ? `${path.map((t) => t.id).join(" → ")} (${(path[path.length - 1].finished - path[0].started).toFixed(2)} s)`
+      : "none";
+    const items = [
+      ["Tokens", `${fmt(u.prompt_tokens)} in${u.cached_tokens ? ` (${fmt(u.cached_tokens)} cached)` : ""} · ${fmt(u.completion_tokens)} out · ${u.calls || 0} LLM calls`],
+      ["Cost", money(u.cost)],
+      ["Time", `LLM ${(summary.llm_seconds || 0).toFixed(2)} s · tools ${(summary.tool_seconds || 0).toFixed(2)} s`],
+      ["Critical path", pathText],
+    ];
+    const box = $("costs");
+    box.replaceChildren();
+    for (const [k, v] of items) box.append(html("span", { class: "stat", "data-stat": k.toLowerCase().replace(" ", "-") }, `${k}: ${v}`));
+    box.hidden = false;
+  }
+
   show(id) {
     const t = this.tasks.get(id);
     if (!t) return;
@@ -297,6 +329,7 @@ class Run {
         const why = v.errors.length ? v.errors.join(" ") : "The planner wrote only join().";
         this.round(v.round).panel.append(html("p", { class: "reason no-tasks" }, `No tasks planned: ${why}`));
       }
+      if (v.complete && v.llm_call) this.callUsage(v.llm_call);
       status(`Round ${v.round}: ${v.complete ? "plan complete" : "planning…"}`);
     } else if (type === "TaskReady") this.ready(v);
     else if (type === "TaskResult") this.result(v);
@@ -307,15 +340,16 @@ class Run {
       if (prev && !prev.join) this.nextCol = prev.maxCol + 1;
       this.round(v.round).panel.append(html("p", { class: "reason" }, `Replan: ${v.reason}`));
       status(`Replanning (round ${v.round})`);
-    } else if (type === "StopEvent") this.finish(answerOf(v.result));
+    } else if (type === "StopEvent") this.finish(answerOf(v.result), v.result && v.result.summary);
     else if (type === "WorkflowFailedEvent" || type === "WorkflowCancelledEvent" || type === "WorkflowTimedOutEvent") this.fail(type, v);
     if (type === "TaskReady" || type === "TaskResult" || type === "StopEvent") this.gantt();
   }
 
-  finish(answer) {
+  finish(answer, summary) {
     this.finished = true;
     $("answer").textContent = answer;
     $("answer").hidden = false;
+    if (summary) this.costs(summary);
     status("Done", "done");
     this.close();
   }
@@ -391,9 +425,19 @@ class Run {
     const r = await fetch(`/handlers/${encodeURIComponent(this.id)}`);
     if (!r.ok) return this.fail("Failed", { error: r.status === 404 ? "Run not found" : `HTTP ${r.status}` });
     const h = await r.json();
-    if (h.status === "completed" && h.result) this.finish(answerOf(h.result.value.result));
+    if (h.status === "completed" && h.result) this.finish(answerOf(h.result.value.result), h.result.value.result.summary);
     else if (h.status !== "running") this.fail(h.status === "cancelled" ? "WorkflowCancelledEvent" : "Failed", { error: h.error || h.status });
   }
+}
+
+function fmt(n) {
+  return (n || 0).toLocaleString("en-US");
+}
+
+// A cost in USD; null means the model has no price (unknown, not free).
+function money(cost) {
+  if (cost === null || cost === undefined) return "cost unknown (no price for this model)";
+  return cost < 0.01 ? `$${cost.toFixed(6)}` : `$${cost.toFixed(4)}`;
 }
 
 function status(text, cls = "") {
