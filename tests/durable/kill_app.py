@@ -1,6 +1,9 @@
-"""A durable run on DBOS + SQLite, for tests that kill it with SIGKILL and run it again.
+"""A durable run on SQLite, for tests that kill it with SIGKILL and run it again.
 
-Usage: ``python dbos_app.py DIR CRASH`` with CRASH one of ``none``, ``tool`` (the slow
+Usage: ``python kill_app.py DIR CRASH [BACKEND]``. BACKEND is ``dbos`` (default:
+llama-agents-dbos) or ``server`` (llama-agents-server's SQLite workflow store, which
+resumes runs from its tick journal and state row when it starts). CRASH is one of
+``none``, ``tool`` (the slow
 tool signals, writing DIR/ready, then blocks until the test kills the process),
 ``plan`` (killed while the plan streams, after tasks 1 and 2 finished), ``schedule``
 (killed inside the scheduler step right after it wrote the facts that dispatch task 3,
@@ -24,10 +27,12 @@ from llm_compiler import LLMCompilerWorkflow
 from llm_compiler.durable import dbos_runtime
 from llm_compiler.engine.scheduler import Decision
 from llm_compiler.engine.state import CompilerState
+from llm_compiler.engine.summary import CompilerOutput
 from llm_compiler.testing import LLMCall, ScriptedLLM
 
 DIR = Path(sys.argv[1])
 CRASH = sys.argv[2]
+BACKEND = sys.argv[3] if len(sys.argv) > 3 else "dbos"
 RUN_ID = "durable-run-1"
 QUESTION = "Look up a and b, then combine them."
 PLAN = '1. lookup("a")\n2. lookup("b")\n3. slow($1)\n4. lookup($2)\n5. join()'
@@ -106,24 +111,55 @@ class Workflow(LLMCompilerWorkflow):
         super()._emit(ctx, state, decision)
 
 
-async def main() -> None:
-    runtime = dbos_runtime(f"sqlite:///{DIR / 'dbos.sqlite'}", app_name="llmc-kill-test")
-    wf = Workflow(
+def workflow(**options: Any) -> Workflow:
+    return Workflow(
         tools=[lookup, slow],
         llm=App(),
         tool_retriever=Retriever(),  # type: ignore[arg-type]
-        runtime=runtime,
-        workflow_name="llmc_kill_test",
         timeout=120,
+        **options,
     )
+
+
+def report(out: Any) -> None:
+    outputs = {t.id: t.output for t in out.summary.tasks}
+    print(json.dumps({"answer": str(out), "outputs": outputs}), flush=True)
+
+
+async def on_dbos() -> None:
+    runtime = dbos_runtime(f"sqlite:///{DIR / 'dbos.sqlite'}", app_name="llmc-kill-test")
+    wf = workflow(runtime=runtime, workflow_name="llmc_kill_test")
     await runtime.launch()
     try:
-        out = await wf.run(user_msg=QUESTION, run_id=RUN_ID)
-        outputs = {t.id: t.output for t in out.summary.tasks}
-        print(json.dumps({"answer": str(out), "outputs": outputs}), flush=True)
+        report(await wf.run(user_msg=QUESTION, run_id=RUN_ID))
     finally:
         await runtime.destroy()
 
 
+async def on_server_store() -> None:
+    from llama_agents.server import SqliteWorkflowStore
+    from llama_agents.server._store.abstract_workflow_store import HandlerQuery
+    from llama_agents.server.runtime import _DurableWorkflowRuntime
+
+    store = SqliteWorkflowStore(str(DIR / "server.sqlite"))
+    runtime = _DurableWorkflowRuntime(workflow_store=store, idle_timeout=None)
+    runtime.add_workflow("llmc", workflow())
+    await runtime.start()  # resumes the run a killed process left, from its journal
+    try:
+        query = HandlerQuery(handler_id_in=[RUN_ID])
+        if not await store.query(query):
+            await runtime.run("llmc", handler_id=RUN_ID, user_msg=QUESTION)
+        while (handler := (await store.query(query))[0]).status == "running":
+            await asyncio.sleep(0.05)
+        assert handler.status == "completed", handler
+        assert handler.result is not None
+        result = handler.result.result  # the CompilerOutput, as JSON
+        if isinstance(result, dict):
+            result = CompilerOutput.model_validate(result)
+        report(result)
+    finally:
+        await runtime.stop()
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(on_dbos() if BACKEND == "dbos" else on_server_store())
