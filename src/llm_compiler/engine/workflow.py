@@ -135,9 +135,8 @@ class LLMCompilerWorkflow(Workflow):
         """Start a run (see ``Workflow.run``); cancelling its awaiter cancels the run.
 
         ``asyncio.wait_for(handler, t)`` timing out, or ``task.cancel()`` on a task that
-        awaits the handler, cancels only the handler's result future in
-        llama-index-workflows: the run's steps and tools would go on. We cancel the run
-        itself then (``cancel_run``), so every running tool is cancelled. A new question
+        awaits the handler, ends the run; every tool it was running is cancelled then
+        (see :mod:`.runs`: llama-index-workflows alone leaves some running). A new question
         on a context supersedes its last run: that run's late events (a cancelled turn's
         tools finishing) are ignored from here on, before the new run has even started.
         """
@@ -376,13 +375,14 @@ class LLMCompilerWorkflow(Workflow):
         ready = ev.model_copy(update={"args": args, "tool_name": task.tool})
         tool = state.toolset.get(task.tool) if state.toolset is not None else None
         context = ctx if self.tool_context is None else self.tool_context
-        result = await run_task(
-            ready,
-            tool,
-            timeout=self.config.tool_timeout,
-            context=context,
-            max_chars=self.config.max_result_chars,
-        )
+        with self._runs.tool_call(ev.run_id):
+            result = await run_task(
+                ready,
+                tool,
+                timeout=self.config.tool_timeout,
+                context=context,
+                max_chars=self.config.max_result_chars,
+            )
         result.run_id = ev.run_id
         ctx.write_event_to_stream(result)
         return result
