@@ -17,7 +17,7 @@ import pytest
 from workflows import Context
 from workflows.errors import WorkflowCancelledByUser
 
-from llm_compiler import LLMCompilerWorkflow, TaskReady, TaskResult, idempotency_key
+from llm_compiler import LLMCompilerWorkflow, PlanEvent, TaskReady, TaskResult, idempotency_key
 from llm_compiler.engine.scheduler import Decision
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.testing import LLMCall, ScriptedLLM
@@ -169,6 +169,12 @@ async def test_a_duplicate_or_forged_result_neither_settles_nor_completes_the_ro
             handler.ctx.send_event(
                 TaskReady(round=0, run_id=ev.run_id, task_id=1, tool_name="fast")
             )
+            # Rounds that do not exist (an IndexError in the scheduler before).
+            handler.ctx.send_event(ev.model_copy(update={"event_id": "z", "round": 5}))
+            handler.ctx.send_event(
+                TaskReady(round=9, run_id=ev.run_id, task_id=2, tool_name="slow")
+            )
+            handler.ctx.send_event(PlanEvent(round=3, run_id=ev.run_id, complete=True))
             for _ in range(100):
                 await asyncio.sleep(0)
             release.set()
