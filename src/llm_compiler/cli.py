@@ -93,21 +93,29 @@ async def demo_workflows(
 
 async def run_server(args: argparse.Namespace) -> None:
     """Build the app for `args` and serve it until interrupted."""
-    from llm_compiler.serving import build_app, make_store, serve
+    from llm_compiler.durable.spec import parse_store
+    from llm_compiler.serving import build_app, serve
     from llm_compiler.serving.server import is_loopback
 
-    store = make_store(args.store)
+    spec = parse_store(args.store)
+    durable = None
+    if spec.durable:
+        from llm_compiler.durable import open_durable
+
+        durable = await open_durable(spec)
+        print(f"Runs are kept in {spec.shown} (worker {durable.worker}).", flush=True)  # noqa: T201
     if not is_loopback(args.host):
         print(f"WARNING: serving on {args.host}: anyone who can reach it can run tools.")  # noqa: T201
+    options: dict[str, Any] = {"durable": durable, "max_runs": args.max_runs}
     if args.workflow:
         workflows = load_workflows(args.workflow)
         model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
-        served = build_app(workflows, store=store, info={"model": model})
+        served = build_app(workflows, info={"model": model}, **options)
         await serve(served, args.host, args.port, on_ready=_announce)
         return
     print("Starting the model…", flush=True)  # noqa: T201
     async with demo_workflows(args.prompt_cache) as (workflows, model):
-        served = build_app(workflows, store=store, info={"model": model})
+        served = build_app(workflows, info={"model": model}, **options)
         await serve(served, args.host, args.port, on_ready=_announce)
 
 
@@ -140,8 +148,15 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--store",
         default="memory",
-        help="where runs are kept: memory, sqlite:///path.db or postgresql://... "
-        "(default: %(default)s)",
+        help="where runs are kept: memory, sqlite:///path.db (durable, one worker) or "
+        "postgresql://... (durable, shared by every worker started on it) (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--max-runs",
+        type=_positive,
+        metavar="K",
+        help="runs this worker holds at once; the rest wait (in the database for any worker "
+        "with a durable store) (default: no cap)",
     )
     serve.add_argument(
         "--prompt-cache",
@@ -150,6 +165,16 @@ def parser() -> argparse.ArgumentParser:
         "small CPUs; see docs/serving.md)",
     )
     return top
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

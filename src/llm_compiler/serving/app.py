@@ -9,7 +9,7 @@ lists runs with their questions, ``/api/runs/{handler_id}/mermaid`` draws one;
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,8 @@ from llm_compiler.serving.mermaid import to_mermaid
 if TYPE_CHECKING:
     from llama_agents.server import AbstractWorkflowStore, WorkflowServer
 
+    from llm_compiler.durable import Durable
+
 STATIC = Path(__file__).with_name("static")
 #: The name the compiler workflow is served under.
 COMPILER = "compiler"
@@ -51,6 +53,7 @@ class ServedApp:
     app: ASGIApp
     server: WorkflowServer
     info: dict[str, Any] = field(default_factory=dict)
+    durable: Durable | None = None
 
 
 def make_store(spec: str | None) -> AbstractWorkflowStore | None:
@@ -83,6 +86,8 @@ def build_app(
     store: AbstractWorkflowStore | None = None,
     info: Mapping[str, Any] | None = None,
     max_body: int = MAX_BODY_BYTES,
+    durable: Durable | None = None,
+    max_runs: int | None = None,
 ) -> ServedApp:
     """Build the app serving `workflows` (name -> workflow) with the live page.
 
@@ -92,8 +97,11 @@ def build_app(
         store: Where runs and their events are kept (memory when None).
         info: Extra fields for ``/api/info`` (e.g. ``model``, ``question``).
         max_body: Largest request body in bytes.
+        durable: Run on DBOS (:func:`llm_compiler.durable.open_durable`): runs survive
+            crashes and workers sharing its Postgres share the runs; `store` is ignored.
+        max_runs: Runs of each workflow this process holds at once (the rest wait; with
+            `durable`, in the database for any worker).
     """
-    from llama_agents.server import MemoryWorkflowStore, WorkflowServer
 
     from llm_compiler.serving.agui import agui_route
 
@@ -106,10 +114,9 @@ def build_app(
     workflows = {
         n: ServedTeam(w) if isinstance(w, AgentWorkflow) else w for n, w in workflows.items()
     }
-    store = store or MemoryWorkflowStore()
     # Only a compiler run's state is a CompilerState (the question is read from it).
     compilers = {n for n, w in workflows.items() if isinstance(w, LLMCompilerWorkflow)}
-    server = WorkflowServer(workflow_store=store)
+    server, store = _workflow_server(workflows.values(), store, durable, max_runs)
     for name, workflow in workflows.items():
         # A human's plan verdict is sent to a running compiler with POST /events/{id}.
         extra: list[type[Event]] | None = [PlanApprovalResponse] if name in compilers else None
@@ -128,7 +135,12 @@ def build_app(
         return JSONResponse(payload)
 
     async def api_runs(request: Request) -> Response:
-        return JSONResponse({"runs": await recent_runs(store, list(workflows), compilers)})
+        runs = await recent_runs(store, list(workflows), compilers)
+        if durable is not None:
+            held = await durable.holders([r["run_id"] for r in runs if r["run_id"]])
+            for run in runs:
+                run["worker"] = held.get(run["run_id"] or "")
+        return JSONResponse({"runs": runs})
 
     async def api_mermaid(request: Request) -> Response:
         chart = await run_mermaid(store, request.path_params["handler_id"])
@@ -148,7 +160,29 @@ def build_app(
     kept = [r for r in server.app.router.routes if getattr(r, "name", None) != "ui"]
     server.app.router.routes[:] = routes + kept
     guarded = RequestGuard(server.app, workflows=list(workflows), max_body=max_body)
-    return ServedApp(app=guarded, server=server, info=payload)
+    return ServedApp(app=guarded, server=server, info=payload, durable=durable)
+
+
+def _workflow_server(
+    workflows: Iterable[Workflow],
+    store: AbstractWorkflowStore | None,
+    durable: Durable | None,
+    max_runs: int | None,
+) -> tuple[WorkflowServer, AbstractWorkflowStore]:
+    """The workflow server on DBOS (`durable`) or on `store`, with the run cap applied."""
+    from llama_agents.server import MemoryWorkflowStore, WorkflowServer
+
+    workflows = list(workflows)
+    if max_runs is not None:
+        for workflow in workflows:
+            # No public setter; the runtime reads it when the workflow is registered (a
+            # semaphore in memory, a DBOS queue with this per-worker concurrency on DBOS).
+            workflow._num_concurrent_runs = max_runs
+    if durable is None:
+        store = store or MemoryWorkflowStore()
+        return WorkflowServer(workflow_store=store), store
+    runtime = durable.server_runtime()
+    return WorkflowServer(runtime=runtime, workflow_store=durable.store), durable.store
 
 
 async def recent_runs(
@@ -169,6 +203,7 @@ async def recent_runs(
                 "started_at": h.started_at.isoformat() if h.started_at else None,
                 "completed_at": h.completed_at.isoformat() if h.completed_at else None,
                 "question": await _question(store, h.run_id, h.workflow_name in compilers),
+                "run_id": h.run_id,
                 "error": h.error,
             }
         )

@@ -1,0 +1,144 @@
+"""The server runtime over DBOS: worker liveness at launch, resume marks in run streams."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from llama_agents.client.protocol.serializable_events import EventEnvelopeWithMetadata
+from llama_agents.dbos.runtime import DBOSWorkflowStore
+from llama_agents.server import AbstractWorkflowStore
+from llama_agents.server._store.abstract_workflow_store import StoredEvent
+from typing_extensions import override
+from workflows.events import Event
+from workflows.runtime.runtime_decorators import (
+    BaseInternalRunAdapterDecorator,
+    BaseRuntimeDecorator,
+)
+from workflows.runtime.types.plugin import InternalRunAdapter, WaitResult
+from workflows.runtime.types.ticks import WorkflowTick
+from workflows.workflow import Workflow
+
+from llm_compiler.durable.events import RunResumed
+
+if TYPE_CHECKING:
+    from llama_agents.dbos import DBOSRuntime
+    from workflows.runtime.types.named_task import NamedTask, PendingStart
+    from workflows.runtime.types.plugin import Runtime, WaitForNextTaskResult
+
+    from llm_compiler.durable.backend import Durable
+
+logger = logging.getLogger(__name__)
+
+
+class _EventDrivenStore(DBOSWorkflowStore):  # type: ignore[misc]  # untyped upstream
+    """llama-agents-dbos's lazy store proxy, also delegating ``subscribe_events``.
+
+    The 0.7.0 proxy inherits the base class's polling ``subscribe_events`` (a query per
+    second), so event streams lagged up to a second behind the run; the Postgres store
+    it wraps wakes subscribers on LISTEN/NOTIFY, the SQLite one on its own writes.
+    """
+
+    @override
+    async def subscribe_events(
+        self, run_id: str, after_sequence: int = -1
+    ) -> AsyncIterator[StoredEvent]:
+        async for event in self._resolve().subscribe_events(run_id, after_sequence):
+            yield event
+
+
+def event_driven_store(runtime: DBOSRuntime) -> AbstractWorkflowStore:
+    """The runtime's workflow store, installed as an event-driven one (idempotent)."""
+    store = runtime.create_workflow_store()
+    if isinstance(store, _EventDrivenStore):
+        return store
+    assert isinstance(store, DBOSWorkflowStore)
+    # The runtime caches the store it builds; replace the cached proxy (same factory)
+    # before anything else captures it.
+    fixed = _EventDrivenStore(store._factory)
+    runtime._workflow_store = fixed
+    return fixed
+
+
+class WorkerRuntime(BaseRuntimeDecorator):
+    """Outermost runtime of a durable server: joins the workers at launch, leaves at destroy,
+    and marks each resumed run's stream with a :class:`RunResumed` event."""
+
+    def __init__(self, decorated: Runtime, *, durable: Durable) -> None:
+        super().__init__(decorated)
+        self._durable = durable
+
+    @override
+    async def launch(self) -> None:
+        await super().launch()
+        if self._durable.liveness is not None:
+            await self._durable.liveness.start()
+
+    @override
+    async def destroy(self) -> None:
+        try:
+            await super().destroy()
+        finally:
+            # Last: other workers adopt this one's runs once its liveness lock is gone.
+            if self._durable.liveness is not None:
+                await self._durable.liveness.stop()
+
+    @override
+    def get_internal_adapter(self, workflow: Workflow) -> InternalRunAdapter:
+        inner = super().get_internal_adapter(workflow)
+        return _ResumeMarking(inner, self._durable.store, self._durable.worker)
+
+
+class _ResumeMarking(BaseInternalRunAdapterDecorator):
+    """On a run's first adapter call, appends :class:`RunResumed` if its stream has events.
+
+    A fresh run has none yet; a run taken up after a crash or an idle release has its
+    earlier history, and the mark separates it from what follows.
+    """
+
+    def __init__(
+        self, decorated: InternalRunAdapter, store: AbstractWorkflowStore, worker: str
+    ) -> None:
+        super().__init__(decorated)
+        self._store = store
+        self._worker = worker
+        self._checked = False
+
+    async def _mark(self) -> None:
+        if self._checked:
+            return
+        self._checked = True
+        events = await self._store.query_events(self.run_id)
+        if not events:
+            return
+        mark = RunResumed(worker=self._worker, after_sequence=events[-1].sequence)
+        await self._store.append_event(self.run_id, EventEnvelopeWithMetadata.from_event(mark))
+        logger.info("Resumed run %s on worker %s", self.run_id, self._worker)
+
+    @override
+    async def write_to_event_stream(self, event: Event) -> None:
+        await self._mark()
+        await super().write_to_event_stream(event)
+
+    @override
+    async def get_now(self) -> float:
+        await self._mark()
+        return await super().get_now()
+
+    @override
+    async def wait_receive(self, timeout_seconds: float | None = None) -> WaitResult:
+        await self._mark()
+        return await super().wait_receive(timeout_seconds)
+
+    @override
+    async def on_tick(self, tick: WorkflowTick) -> None:
+        await self._mark()
+        await super().on_tick(tick)
+
+    @override
+    async def wait_for_next_task(
+        self, running: list[NamedTask], pending: list[PendingStart], timeout: float | None = None
+    ) -> WaitForNextTaskResult:
+        await self._mark()
+        return await super().wait_for_next_task(running, pending, timeout)
