@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from llm_compiler.durable.backend import Durable
 
 logger = logging.getLogger(__name__)
+SEEN_RUNS = 10_000
 
 
 class _EventDrivenStore(DBOSWorkflowStore):  # type: ignore[misc]  # untyped upstream
@@ -68,6 +70,10 @@ class WorkerRuntime(BaseRuntimeDecorator):
     def __init__(self, decorated: Runtime, *, durable: Durable) -> None:
         super().__init__(decorated)
         self._durable = durable
+        # Runs this process has run a step of (bounded): only the first adapter of a run
+        # in a process can be a resume (steps of one run each get an adapter).
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._unchecked: set[str] = set()
 
     @override
     async def launch(self) -> None:
@@ -87,34 +93,37 @@ class WorkerRuntime(BaseRuntimeDecorator):
     @override
     def get_internal_adapter(self, workflow: Workflow) -> InternalRunAdapter:
         inner = super().get_internal_adapter(workflow)
-        return _ResumeMarking(inner, self._durable.store, self._durable.worker)
+        if inner.run_id not in self._seen:
+            self._seen[inner.run_id] = None
+            self._unchecked.add(inner.run_id)
+            if len(self._seen) > SEEN_RUNS:
+                self._seen.popitem(last=False)
+        return _ResumeMarking(inner, self)
+
+    async def mark_if_resumed(self, run_id: str) -> None:
+        """Append :class:`RunResumed` to `run_id`'s stream if this process takes it up with
+        history (once per run and process: a fresh run has no events yet)."""
+        if run_id not in self._unchecked:
+            return
+        self._unchecked.discard(run_id)
+        store = self._durable.store
+        events = await store.query_events(run_id)
+        if not events:
+            return
+        mark = RunResumed(worker=self._durable.worker, after_sequence=events[-1].sequence)
+        await store.append_event(run_id, EventEnvelopeWithMetadata.from_event(mark))
+        logger.info("Resumed run %s on worker %s", run_id, self._durable.worker)
 
 
 class _ResumeMarking(BaseInternalRunAdapterDecorator):
-    """On a run's first adapter call, appends :class:`RunResumed` if its stream has events.
+    """Lets :meth:`WorkerRuntime.mark_if_resumed` run before the run's first async call."""
 
-    A fresh run has none yet; a run taken up after a crash or an idle release has its
-    earlier history, and the mark separates it from what follows.
-    """
-
-    def __init__(
-        self, decorated: InternalRunAdapter, store: AbstractWorkflowStore, worker: str
-    ) -> None:
+    def __init__(self, decorated: InternalRunAdapter, runtime: WorkerRuntime) -> None:
         super().__init__(decorated)
-        self._store = store
-        self._worker = worker
-        self._checked = False
+        self._runtime = runtime
 
     async def _mark(self) -> None:
-        if self._checked:
-            return
-        self._checked = True
-        events = await self._store.query_events(self.run_id)
-        if not events:
-            return
-        mark = RunResumed(worker=self._worker, after_sequence=events[-1].sequence)
-        await self._store.append_event(self.run_id, EventEnvelopeWithMetadata.from_event(mark))
-        logger.info("Resumed run %s on worker %s", self.run_id, self._worker)
+        await self._runtime.mark_if_resumed(self.run_id)
 
     @override
     async def write_to_event_stream(self, event: Event) -> None:
