@@ -23,6 +23,7 @@ from llm_compiler.events import (
 )
 from llm_compiler.plan import PlanTask
 from llm_compiler.serving.mermaid import to_mermaid
+from llm_compiler.tools.calls import idempotency_key
 
 __all__ = [
     "ChainOfAbstractionWorkflow",
@@ -51,6 +52,7 @@ __all__ = [
     "TaskReady",
     "TaskResult",
     "TaskSummary",
+    "idempotency_key",
     "to_mermaid",
 ]
 

@@ -13,12 +13,14 @@ import asyncio
 import uuid
 import weakref
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from workflows import Context
 from workflows.handler import WorkflowHandler
 
 from llm_compiler.events import CompilerStartEvent
+from llm_compiler.tools import ToolSet
 
 #: Ids of superseded runs remembered per workflow instance.
 RETIRED_RUNS_KEPT = 10_000
@@ -37,8 +39,13 @@ class RunRegistry:
         self, ctx: Context | None, start_event: Any, kwargs: dict[str, Any]
     ) -> tuple[str, Any]:
         """Give the run about to start its id (in its start event); retire the run it
-        supersedes on `ctx`. Returns the id and the start event to use."""
-        run_id = uuid.uuid4().hex
+        supersedes on `ctx`. Returns the id and the start event to use.
+
+        The id is ``run_id=`` when the caller gives one (a durable runtime starts a run
+        once per id, and the same id names the same run after a restart), else new.
+        """
+        given = kwargs.get("run_id")
+        run_id = given if isinstance(given, str) and given else uuid.uuid4().hex
         if start_event is None:
             kwargs["compiler_run_id"] = run_id
         elif isinstance(start_event, CompilerStartEvent):
@@ -68,3 +75,33 @@ def _cancel_if_cancelled(handler: WorkflowHandler, result: asyncio.Future[Any]) 
         task = result.get_loop().create_task(handler.cancel_run())
         _CANCELLING.add(task)
         task.add_done_callback(_CANCELLING.discard)
+
+
+class RunTools:
+    """Each run's tool set, chosen once per run and kept by run id (a memo: the names
+    are in the run's state, and a process that resumes the run rebuilds the set once)."""
+
+    def __init__(self, kept: int = 1024) -> None:
+        self.kept = kept
+        self._sets: OrderedDict[str, asyncio.Future[ToolSet]] = OrderedDict()
+
+    async def get(self, run_id: str, build: Callable[[], Awaitable[ToolSet]]) -> ToolSet:
+        """The tools of `run_id`, built by `build` the first time (once, however many
+        steps ask at the same time)."""
+        future = self._sets.get(run_id)
+        if future is None or (future.done() and (future.cancelled() or future.exception())):
+            future = asyncio.ensure_future(build())
+            self._sets[run_id] = future
+            while len(self._sets) > self.kept:
+                self._sets.popitem(last=False)
+        self._sets.move_to_end(run_id)
+        return await asyncio.shield(future)
+
+    def put(self, run_id: str, tools: ToolSet) -> None:
+        """Record the tools a run was started with."""
+        future: asyncio.Future[ToolSet] = asyncio.get_running_loop().create_future()
+        future.set_result(tools)
+        self._sets[run_id] = future
+        self._sets.move_to_end(run_id)
+        while len(self._sets) > self.kept:
+            self._sets.popitem(last=False)
