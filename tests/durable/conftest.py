@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -47,9 +48,9 @@ class Calls:
     def count(self, kind: str, what: str) -> int:
         return sum(1 for _, k, w in self.lines() if (k, w) == (kind, what))
 
-    def wait_for(self, kind: str, what: str, timeout: float = 30) -> None:
+    def wait_for(self, kind: str, what: str, n: int = 1, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
-        while self.count(kind, what) == 0:
+        while self.count(kind, what) < n:
             if time.monotonic() > deadline:
                 raise AssertionError(f"no {kind} {what} within {timeout}s: {self.lines()}")
             time.sleep(0.05)
@@ -116,6 +117,19 @@ class Worker:
             if time.monotonic() > deadline:
                 raise AssertionError(f"run {handler_id} still running after {timeout}s")
             time.sleep(0.1)
+
+
+    def events(self, handler_id: str, stop_at: str | None = None) -> list[dict]:
+        """The run's stream from its start (NDJSON), to its end or the first `stop_at`."""
+        out: list[dict] = []
+        params = {"sse": "false", "after_sequence": -1}
+        with self.client.stream("GET", f"/events/{handler_id}", params=params) as r:
+            for line in r.iter_lines():
+                if line.strip():
+                    out.append(json.loads(line))
+                    if out[-1]["type"] == stop_at:
+                        break
+        return out
 
 
 @pytest.fixture

@@ -35,13 +35,6 @@ def answer_of(handler: dict) -> str:
     return handler["result"]["value"]["result"]["response"]["blocks"][0]["text"]
 
 
-def events_of(worker: Worker, handler_id: str) -> list[dict]:
-    r = worker.client.get(f"/events/{handler_id}", params={"sse": "false", "after_sequence": -1})
-    import json
-
-    return [json.loads(line) for line in r.text.splitlines() if line.strip()]
-
-
 @pytest.mark.parametrize("point,in_flight", POINTS, ids=[p for p, _ in POINTS])
 def test_a_run_killed_at_any_point_finishes_once_restarted(
     point, in_flight, database, calls: Calls, workers
@@ -61,7 +54,7 @@ def test_a_run_killed_at_any_point_finishes_once_restarted(
     for call in EVERY_CALL:
         allowed = 2 if call == in_flight else 1
         assert 1 <= calls.count(*call) <= allowed, (call, calls.lines())
-    events = events_of(again, handler_id)
+    events = again.events(handler_id)
     marks = [e for e in events if e["type"] == "RunResumed"]
     assert len(marks) == 1 and marks[0]["value"]["worker"] == again.worker
     assert events[-1]["type"] == "StopEvent"

@@ -1,0 +1,48 @@
+"""Two `llm-compiler serve` workers on one Postgres share the runs; one is killed with -9."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Calls, Worker
+from .crash_app import ANSWER
+from .test_crash import answer_of
+
+pytestmark = pytest.mark.timeout(150)
+APPROVE = {"event": {"type": "PlanApprovalResponse", "value": {"action": "approve"}}}
+
+
+def test_workers_share_runs_and_finish_those_of_a_killed_worker(database, calls: Calls, workers):
+    w1 = Worker(database, calls, "--max-runs", "2", crash_at="tool")
+    workers.append(w1)
+    a = w1.start_run()  # held at its slow tool
+    c = w1.start_run(mode="approve")  # waits for a human
+    calls.wait_for("blocked", "tool")
+    assert w1.events(c, stop_at="PlanApprovalRequest")[-1]["type"] == "PlanApprovalRequest"
+
+    w2 = Worker(database, calls, "--max-runs", "1")
+    workers.append(w2)
+    b = w1.start_run()  # w1 holds two runs: b waits in Postgres, w2 takes it
+    assert answer_of(w1.wait_done(b)) == ANSWER
+
+    d = w2.start_run(mode="approve")
+    w2.events(d, stop_at="PlanApprovalRequest")
+    assert w1.client.post(f"/handlers/{d}/cancel").status_code == 200  # through the other
+    assert w2.wait_done(d)["status"] == "cancelled"
+
+    assert w2.client.post(f"/events/{c}", json=APPROVE).status_code == 200  # c is on w1
+    calls.wait_for("blocked", "tool", n=2)
+    w1.kill()
+
+    for run in (a, c):
+        assert answer_of(w2.wait_done(run)) == ANSWER
+    runs = {r["handler_id"]: r for r in w2.client.get("/api/runs").json()["runs"]}
+    assert {runs[h]["worker"] for h in (a, b, c)} == {w2.worker}
+    assert runs[d]["status"] == "cancelled"
+    # Completed calls never ran twice: per run, only the tool in flight at the kill did.
+    assert calls.count("llm", "planner") == 4 and calls.count("llm", "joiner") == 3
+    assert calls.count("tool", "fetch:alpha") == 3 and calls.count("tool", "combine") == 3
+    assert calls.count("tool", "slow:gamma") == 5  # b once, a and c twice (in flight)
+    history = [e["type"] for e in w2.events(a)]
+    assert history.count("RunResumed") == 1 and history[-1] == "StopEvent"
+    assert history.index("RunResumed") > history.index("PlanEvent")
