@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -118,16 +118,21 @@ class Worker:
                 raise AssertionError(f"run {handler_id} still running after {timeout}s")
             time.sleep(0.1)
 
-
-    def events(self, handler_id: str, stop_at: str | None = None) -> list[dict]:
-        """The run's stream from its start (NDJSON), to its end or the first `stop_at`."""
+    def events(
+        self,
+        handler_id: str,
+        stop_at: str | None = None,
+        until: Callable[[list[dict]], bool] = None,
+    ) -> list[dict]:
+        """The run's stream from its start (NDJSON), to its end, the first `stop_at` or
+        once `until(events so far)`."""
         out: list[dict] = []
         params = {"sse": "false", "after_sequence": -1}
         with self.client.stream("GET", f"/events/{handler_id}", params=params) as r:
             for line in r.iter_lines():
                 if line.strip():
                     out.append(json.loads(line))
-                    if out[-1]["type"] == stop_at:
+                    if out[-1]["type"] == stop_at or (until is not None and until(out)):
                         break
         return out
 

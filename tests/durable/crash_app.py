@@ -19,7 +19,10 @@ from typing import Any
 from llm_compiler import LLMCompilerWorkflow
 from llm_compiler.testing import LLMCall, ScriptedLLM
 
-PLAN = '1. fetch("alpha")\n2. fetch("beta")\n3. slow("gamma")\n4. combine("$1", "$3")\n5. join()<END_OF_PLAN>'
+PLAN = (
+    '1. fetch("alpha")\n2. fetch("beta")\n3. slow("gamma")\n4. combine("$1", "$3")\n'
+    "5. join()<END_OF_PLAN>"
+)
 ANSWER = "alpha, beta and gamma"
 JOINER_MARK = "Answer a question from the results of a plan"
 

@@ -32,6 +32,12 @@ def test_workers_share_runs_and_finish_those_of_a_killed_worker(database, calls:
 
     assert w2.client.post(f"/events/{c}", json=APPROVE).status_code == 200  # c is on w1
     calls.wait_for("blocked", "tool", n=2)
+    w2.events(
+        c,
+        until=lambda evs: (
+            {1, 2} <= {e["value"].get("task_id") for e in evs if e["type"] == "TaskResult"}
+        ),
+    )
     w1.kill()
 
     for run in (a, c):
