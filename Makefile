@@ -64,6 +64,7 @@ bench: install
 	@$(MAKE) --no-print-directory install-postgres
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.serving
+	$(BIN)/python -m benchmarks.durable
 
 ## Headless Chromium for the live page's browser test (Debian's package; CI runs as root).
 ## Never fatal: without it the browser test is skipped with the reason.
