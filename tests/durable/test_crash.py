@@ -81,3 +81,25 @@ def test_a_sqlite_store_resumes_a_killed_run(tmp_path, calls: Calls, workers):
     workers.append(again)
     assert answer_of(again.wait_done(handler_id)) == ANSWER
     check_once_more_at_most(calls, again.events(handler_id))
+    page_shows_the_resume(again, handler_id)
+
+
+def page_shows_the_resume(worker: Worker, handler_id: str) -> None:
+    """The page replays the whole history with the resume mark; the run list names the worker."""
+    from tests.serving.test_browser import FLAGS, chromium_path
+
+    path = chromium_path()
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, headless=True, args=FLAGS)
+        try:
+            page = browser.new_page()
+            page.goto(f"{worker.url}/?run={handler_id}")
+            page.wait_for_selector("#answer:not([hidden])")
+            assert page.inner_text("#answer") == ANSWER
+            mark = page.locator(".round p.resumed")
+            assert mark.count() == 1 and worker.worker in mark.inner_text()
+            assert page.locator(".node").count() >= 4  # the tasks planned before the crash too
+            assert f"@{worker.worker}" in page.inner_text("#runs")
+        finally:
+            browser.close()
