@@ -286,7 +286,7 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         print(f"  {s.name}: {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     result: dict[str, Any] = {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "total_s": round(time.perf_counter() - t0, 1),
         "machine": info,
         "cold_start": cold,

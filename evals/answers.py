@@ -17,7 +17,7 @@ import time
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -121,7 +121,7 @@ async def ask(workflow: LLMCompilerWorkflow, q: Question, timeout: float | None)
         raw = getattr(output, "raw", None) or {}
         rounds = int(raw.get("rounds", 0))
         tasks = [f"{t['tool']}({t['kwargs']})" for t in raw.get("tasks", {}).values()]
-    except asyncio.TimeoutError:
+    except TimeoutError:
         error = f"timed out after {timeout} s"
     except Exception as e:  # a failed run is a wrong answer, not the end of the eval
         error = f"{type(e).__name__}: {e}"
@@ -177,7 +177,7 @@ async def main_async(args: argparse.Namespace) -> int:
     from llm_compiler.models.resolve import resolve_llm
 
     resolved = resolve_llm()
-    date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     questions = QUESTIONS[: args.limit] if args.limit else QUESTIONS
     async with resolved as llm:
         outcomes = await run_answers(llm, questions, args.timeout)

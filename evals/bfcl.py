@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,7 @@ async def evaluate(
     started = time.perf_counter()
     try:
         attempt = await asyncio.wait_for(systems.run_system(system, item, llm), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         attempt = Attempt(malformed=True, notes=[f"timed out after {timeout} s"])
     except Exception as e:  # one failing item must not end the run; it counts as wrong
         attempt = Attempt(malformed=True, notes=[f"failed: {type(e).__name__}: {e}"])
@@ -206,7 +206,7 @@ async def main_async(args: argparse.Namespace) -> int:
     for note in notes:
         print(note, file=sys.stderr)
     resolved = resolve_llm()
-    date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     async with resolved as llm:
         outcomes = await run_eval(items, names, llm, args.timeout, progress=sys.stderr)
     rows = summarize(outcomes, names)

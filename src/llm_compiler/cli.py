@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import importlib
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -180,6 +181,9 @@ def _positive(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``llm-compiler`` console script."""
     args = parser().parse_args(argv)
+    # uvicorn re-raises a caught SIGTERM after its shutdown; by default that would end the
+    # process before the embedded model server is stopped. As Ctrl-C, it unwinds instead.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         asyncio.run(run_server(args))
     except KeyboardInterrupt:
@@ -187,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     except (LLMCompilerError, OSError) as e:
         print(f"error: {getattr(e, 'message', None) or e}", file=sys.stderr)  # noqa: T201
         return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0
 
 

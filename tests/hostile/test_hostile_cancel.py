@@ -151,3 +151,38 @@ async def test_a_cancelled_turn_never_counts_toward_the_next_question():
         "fresh new2",
         "gated new3",
     ]
+
+
+@pytest.mark.timeout(20)
+async def test_wait_for_timing_out_cancels_every_tool_of_the_run():
+    # llama-index-workflows leaves the step tasks of its last scheduling pass running
+    # when the awaiter is cancelled: all three calls start in one pass here.
+    started = {x: Gate() for x in "abc"}
+    cancelled = {x: Gate() for x in "abc"}
+    finished: list[str] = []
+
+    async def slow(x: str) -> str:
+        """Runs for a long time."""
+        started[x].open()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled[x].open()
+            raise
+        finished.append(x)
+        return x
+
+    llm = ScriptedLLM(['1. slow("a")\n2. slow("b")\n3. slow("c")\n4. join()'])
+    wf = LLMCompilerWorkflow(tools=[slow], llm=llm, timeout=None)
+    handler = wf.run(user_msg="q")
+
+    async def wait_then_give_up() -> None:
+        for gate in started.values():
+            await gate.wait()
+        await asyncio.wait_for(handler, 0.05)
+
+    with pytest.raises((TimeoutError, asyncio.TimeoutError)):
+        await wait_then_give_up()
+    for gate in cancelled.values():
+        await asyncio.wait_for(gate.wait(), 5)
+    assert finished == []

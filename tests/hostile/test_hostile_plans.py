@@ -3,12 +3,16 @@ bounded; parsing is linear in the text however it streams."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 from hostile_helpers import FINISH, results, run
+from llama_index.core.prompts import PromptTemplate
 
 from llm_compiler import LLMCompilerWorkflow
+from llm_compiler.compat.llmcompiler import LegacyLLMCompilerDialect
+from llm_compiler.dialects import JsonPlanDialect
 from llm_compiler.dialects.llmcompiler import PlanParser
 from llm_compiler.dialects.thought_action import parse_joiner_output
 from llm_compiler.testing import ScriptedLLM
@@ -95,23 +99,44 @@ async def test_the_plan_is_read_up_to_max_plan_chars():
     assert 0 < len(out.summary.tasks) < 40
 
 
+def _text_plan(n: int) -> str:
+    return "".join(f'{i}. huge("{i}x")\n' for i in range(1, n + 1)) + f"{n + 1}. join()"
+
+
+def _json_plan(n: int) -> str:
+    tasks = [{"id": i, "tool": "huge", "args": {"query": f"{i}x"}} for i in range(1, n + 1)]
+    return json.dumps({"thought": "Look them up.", "tasks": tasks})
+
+
+def _legacy_dialect() -> LegacyLLMCompilerDialect:
+    return LegacyLLMCompilerDialect(joiner_prompt=PromptTemplate("{query_str}\n{context_str}"))
+
+
 @pytest.mark.timeout(30)
-async def test_prompts_stay_bounded_whatever_the_observations():
+@pytest.mark.parametrize(
+    ("dialect", "plan"),
+    [(None, _text_plan), (JsonPlanDialect, _json_plan), (_legacy_dialect, _text_plan)],
+    ids=["text", "json", "legacy-joiner-prompt"],
+)
+async def test_prompts_stay_bounded_whatever_the_observations(dialect, plan):
     async def huge(query: str) -> str:
         """A result of 50,000 characters."""
         return query * (50_000 // len(query))
 
-    plan = "".join(f'{i}. huge("{i}x")\n' for i in range(1, 61)) + "61. join()"
-    llm = ScriptedLLM(
-        [plan, "Action: Replan(more)", plan.replace("61.", "0."), FINISH.format("ok")]
-    )
+    # 200 results of at least 200 characters each: only the bound keeps the prompt small.
+    llm = ScriptedLLM([plan(100), "Action: Replan(more)", plan(100), FINISH.format("ok")])
     wf = LLMCompilerWorkflow(
-        tools=[huge], llm=llm, timeout=25, max_replans=1, max_prompt_chars=30_000
+        tools=[huge],
+        llm=llm,
+        timeout=25,
+        max_replans=1,
+        max_prompt_chars=5_000,
+        dialect=dialect() if dialect else None,
     )
     out, _ = await run(wf, user_msg="q")
     assert str(out) == "ok"
     for call in llm.calls[1:]:
-        assert len(call.prompt) < 30_000 + 5_000  # the history, plus instructions
+        assert len(call.prompt) < 5_000 + 5_000  # the history, plus instructions
 
 
 def _chunked(text: str, size: int) -> PlanParser:

@@ -12,3 +12,14 @@ def make() -> LLMCompilerWorkflow:
 
 
 not_a_workflow = 42
+
+
+def with_cleanup() -> LLMCompilerWorkflow:
+    """As `make`, and writes ``$CLEANUP_MARK`` when the process exits cleanly."""
+    import atexit
+    import os
+    from pathlib import Path
+
+    mark = Path(os.environ["CLEANUP_MARK"])
+    atexit.register(mark.write_text, "cleaned up")
+    return make()

@@ -71,6 +71,28 @@ def test_the_command_serves_the_page_until_interrupted():
         assert proc.wait(timeout=20) == 0
 
 
+@pytest.mark.timeout(60)
+def test_sigterm_stops_the_server_like_ctrl_c_with_its_cleanup(tmp_path):
+    # uvicorn re-raises the SIGTERM it caught once it has shut down; with the default
+    # handler the process then died at once, before the embedded model server (or any
+    # other cleanup) was stopped.
+    mark = tmp_path / "mark"
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
+        "CLEANUP_MARK": str(mark),
+    }
+    cmd = [sys.executable, "-m", "llm_compiler.cli", "serve", "--port", "0"]
+    cmd += ["--workflow", "tests.serving.cli_app:with_cleanup"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert "Serving the live plan page" in proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    assert mark.read_text() == "cleaned up"
+
+
 def test_a_missing_serve_extra_is_a_clear_install_hint(monkeypatch):
     import llm_compiler.serving as serving
 

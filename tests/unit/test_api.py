@@ -52,6 +52,7 @@ def test_every_module_of_the_flat_layout_is_an_alias_of_its_new_home():
         assert module.__spec__.name == new  # the alias does not rename the real module
         assert any(new in str(w.message) for w in caught), old
     from llm_compiler.schema_tools import SchemaTool
+
     from llm_compiler.tools.schema import SchemaTool as New
 
     assert SchemaTool is New
@@ -77,3 +78,16 @@ def test_the_engine_imports_no_dialect_but_the_default_and_no_server_or_launcher
                         "grammar",
                         "arguments",
                     }, (path, mod)
+
+
+def test_python_versions_that_cannot_tell_a_cancelled_run_from_a_tool_are_refused():
+    # Task.cancelling() (3.11) is how the executor tells a cancelled run apart from a tool
+    # raising CancelledError; on 3.10 a cancelled run became an error observation.
+    import tomllib
+    from pathlib import Path
+
+    from packaging.specifiers import SpecifierSet
+
+    meta = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    allowed = SpecifierSet(meta["project"]["requires-python"])
+    assert "3.10" not in allowed and "3.11" in allowed

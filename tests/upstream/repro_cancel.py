@@ -53,7 +53,7 @@ async def main() -> bool:
         if how == "wait_for":
             try:
                 await asyncio.wait_for(handler, 0.2)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 pass
         else:
 

@@ -44,7 +44,7 @@ class LegacyLLMCompilerDialect(LLMCompilerDialect):
         if self.joiner_prompt is None:
             return super().joiner_request(context)
         text = self.joiner_prompt.format(
-            query_str=context.question, context_str=prompting.render_history(context.rounds)
+            query_str=context.question, context_str=context.rendered_rounds()
         )
         if not context.chat:
             return LLMRequest(prompt=text, stop=JOIN_STOP)

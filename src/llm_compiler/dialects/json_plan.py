@@ -212,7 +212,7 @@ class JsonPlanDialect:
         system += "\n" + self.examples if self.examples else ""
         request = f"Question: {ctx.question}\n"
         if ctx.rounds:
-            request += prompting.render_history(ctx.rounds) + "\nThe results above were not "
+            request += ctx.rendered_rounds() + "\nThe results above were not "
             request += f"enough: plan only what is missing, ids from {context.next_id}.\n"
         extras: dict[str, Any] = {}
         if context.constrained:

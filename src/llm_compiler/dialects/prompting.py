@@ -68,6 +68,13 @@ class PromptContext:
     constrained: bool = False
     max_history_chars: int | None = None
 
+    def rendered_rounds(self) -> str:
+        """The earlier rounds as text, bounded by `max_history_chars`.
+
+        Every dialect shows earlier rounds through this, so none can skip the bound.
+        """
+        return render_history(self.rounds, self.max_history_chars)
+
 
 def preamble(system_prompt: str | None) -> str:
     """The user's system prompt as the first paragraph, or nothing."""

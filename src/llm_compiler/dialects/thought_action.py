@@ -98,7 +98,7 @@ class JoinerInput:
         which otherwise answer only about the last observation they read.
         """
         ctx = self.context
-        history = prompting.render_history(ctx.rounds, ctx.max_history_chars)
+        history = ctx.rendered_rounds()
         return f"Question: {ctx.question}\n{history}\nAnswer the question: {ctx.question}\n"
 
     def llm_request(self) -> LLMRequest:

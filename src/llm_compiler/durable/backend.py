@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
@@ -136,7 +135,7 @@ async def _check_reachable(spec: StoreSpec) -> None:
 
     try:
         conn = await asyncpg.connect(spec.url, timeout=CONNECT_TIMEOUT)
-    except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, ValueError) as e:
+    except (TimeoutError, OSError, asyncpg.PostgresError, ValueError) as e:
         detail = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ConfigurationError(f"Cannot reach the store {spec.shown}: {detail}") from e
     await conn.close()

@@ -21,15 +21,14 @@ class _ToolRaisedTimeout(Exception):
 async def _own_timeouts_only(call: Any) -> Any:
     try:
         return await call
-    except (TimeoutError, asyncio.TimeoutError) as e:
+    except TimeoutError as e:
         raise _ToolRaisedTimeout() from e
 
 
 def _run_cancelled() -> bool:
     """Whether the current task is being cancelled (as opposed to a tool raising it)."""
     task = asyncio.current_task()
-    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
-    return bool(cancelling()) if cancelling is not None else False
+    return task is not None and task.cancelling() > 0
 
 
 async def run_task(
@@ -64,7 +63,7 @@ async def run_task(
         output, is_error = _error(e), True
     except _ToolRaisedTimeout as e:
         output, is_error = _error(e.__cause__ or e), True
-    except (TimeoutError, asyncio.TimeoutError):
+    except TimeoutError:
         output, is_error = f"Error: {ev.tool_name} timed out after {timeout:g} s.", True
     except BaseException as e:  # noqa: BLE001 - a tool's failure is data, whatever it is
         if isinstance(e, (KeyboardInterrupt, SystemExit)) and _run_cancelled():

@@ -1,19 +1,28 @@
 """Which runs of a workflow instance are live: cancellation and superseded runs.
 
-llama-index-workflows cancels only a handler's result future when the task awaiting it
-is cancelled (``asyncio.wait_for(handler, t)`` timing out, ``task.cancel()``); the run's
-steps and tools go on. And a cancelled turn's tools may still report results after the
-next question started on the same context, before the new run recorded its id. This
-module closes both gaps from our side.
+llama-index-workflows (2.26) ends a run when the task awaiting its handler is cancelled
+(``asyncio.wait_for(handler, t)`` timing out, ``task.cancel()``), but the step tasks it
+started in its last scheduling pass are not yet tracked, so their tools go on (two of
+three tools cancelled, the third ran to completion). And a cancelled turn's tools may
+still report results after the next question started on the same context, before the
+new run recorded its id. This module closes both gaps from our side, on public APIs
+only: each run's tool calls are tracked here and cancelled when its result settles in
+any way but success, and the run is then cancelled through ``handler.cancel_run()``.
+
+Upstream cause (workflows 2.26.1, ``runtime/control_loop/runner.py``): step tasks started
+by ``adapter.wait_for_next_task`` join ``worker_tasks`` only after that call returns, so a
+cancellation during the wait leaves them out of ``cleanup_tasks``. No upstream issue
+exists for it yet; ``tests/hostile/test_hostile_cancel.py`` reproduces it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from workflows import Context
@@ -24,8 +33,6 @@ from llm_compiler.tools import ToolSet
 
 #: Ids of superseded runs remembered per workflow instance.
 RETIRED_RUNS_KEPT = 10_000
-#: Cancellations in flight (a task nobody holds may be garbage-collected mid-way).
-_CANCELLING: set[asyncio.Task[None]] = set()
 
 
 class RunRegistry:
@@ -34,6 +41,9 @@ class RunRegistry:
     def __init__(self) -> None:
         self._retired: OrderedDict[str, None] = OrderedDict()
         self._last_run: weakref.WeakKeyDictionary[Context, str] = weakref.WeakKeyDictionary()
+        self._tool_calls: dict[str, set[asyncio.Task[Any]]] = {}
+        # Watchers and cancellations in flight (a task nobody holds may be collected).
+        self._live: set[asyncio.Future[Any]] = set()
 
     def prepare(
         self, ctx: Context | None, start_event: Any, kwargs: dict[str, Any]
@@ -58,23 +68,43 @@ class RunRegistry:
         return run_id, start_event
 
     def started(self, handler: WorkflowHandler, run_id: str, new_turn: bool) -> None:
-        """Record the run; cancel it whenever its handler's result future is cancelled."""
+        """Record the run; when it ends other than by finishing, cancel its tools."""
         if new_turn:
             self._last_run[handler.ctx] = run_id
-        result = getattr(handler, "_result_task", None)  # workflows' private result future
-        if isinstance(result, asyncio.Future):
-            result.add_done_callback(lambda r: _cancel_if_cancelled(handler, r))
+        watch = asyncio.ensure_future(handler.stop_event_result())
+        self._live.add(watch)
+        watch.add_done_callback(lambda w: self._ended(handler, run_id, w))
+
+    @contextlib.contextmanager
+    def tool_call(self, run_id: str) -> Iterator[None]:
+        """Mark the current task as running a tool of `run_id` while the block runs."""
+        task = asyncio.current_task()
+        calls = self._tool_calls.setdefault(run_id, set())
+        if task is not None:
+            calls.add(task)
+        try:
+            yield
+        finally:
+            calls.discard(task)
+            if not calls:
+                self._tool_calls.pop(run_id, None)
+
+    def _ended(self, handler: WorkflowHandler, run_id: str, watch: asyncio.Future[Any]) -> None:
+        self._live.discard(watch)
+        failed = watch.cancelled() or watch.exception() is not None
+        if not failed:
+            return
+        for task in self._tool_calls.pop(run_id, ()):
+            task.cancel()
+        if watch.cancelled() and not watch.get_loop().is_closed():
+            # The awaiter gave up: end the run itself too, if it still goes on.
+            cancel = watch.get_loop().create_task(handler.cancel_run())
+            self._live.add(cancel)
+            cancel.add_done_callback(self._live.discard)
 
     def retired(self, run_id: str) -> bool:
         """Whether a newer question on the same context superseded `run_id`."""
         return run_id in self._retired
-
-
-def _cancel_if_cancelled(handler: WorkflowHandler, result: asyncio.Future[Any]) -> None:
-    if result.cancelled() and not result.get_loop().is_closed():
-        task = result.get_loop().create_task(handler.cancel_run())
-        _CANCELLING.add(task)
-        task.add_done_callback(_CANCELLING.discard)
 
 
 class RunTools:

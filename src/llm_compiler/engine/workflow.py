@@ -9,18 +9,21 @@ Steps and events::
     JoinEvent -> join -> StopEvent(CompilerOutput) | ReplanEvent
 
 Each step is short and delegates: the planner (:mod:`.planner`), the scheduler's pure core
-(:mod:`._scheduler`), the executor (:mod:`.executor`) and the joiner's format
-(:mod:`.joiner`, via the plan dialect of :mod:`.dialects`). The scheduler runs with one
-worker and is the only writer of the DAG bookkeeping; it fans the task results back in
-with ``ctx.collect_events`` over ``[PlanEvent, TaskResult * n]``, where ``n`` (tasks
-parsed so far) only grows, and the complete ``PlanEvent`` keeps the batch open until the
-planner has finished.
+(:mod:`.scheduler`), the events made from the facts (:mod:`.dispatch`), the executor
+(:mod:`.executor`) and the joiner's format (via the plan dialect of :mod:`..dialects`).
+
+The run's state holds facts only (:mod:`.state`), and every step can run again after a
+crash with its own writes already committed, finding them and doing the same: the start
+is idempotent by run id, the scheduler journals the events it took and derives its
+bookkeeping from that journal, the plan and join steps return what they recorded. The
+scheduler runs with one worker; it fans the task results back in with
+``ctx.collect_events`` over ``[PlanEvent, TaskResult * n]``, fed only with the complete
+plan and each task's first result, where ``n`` (tasks admitted so far) only grows.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -31,7 +34,7 @@ from llama_index.core.objects import ObjectRetriever
 from llama_index.core.settings import Settings
 from llama_index.core.tools import BaseTool
 from workflows import Context, Workflow, step
-from workflows.events import Event, StopEvent
+from workflows.events import StopEvent
 from workflows.handler import WorkflowHandler
 
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config
@@ -39,6 +42,7 @@ from llm_compiler.dialects.base import DirectAnswer, PlanDialect
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JoinerDecision
+from llm_compiler.engine.dispatch import compiled, emit, fan_in, replan_event, return_direct
 from llm_compiler.engine.executor import run_task
 from llm_compiler.engine.llm import TokenUsage, is_chat, stream_call
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
@@ -57,10 +61,9 @@ from llm_compiler.events import (
     ReplanEvent,
     TaskReady,
     TaskResult,
-    idempotency_key,
 )
-from llm_compiler.plan import PlanTask, resolve_kwargs
-from llm_compiler.tools import ToolLike, ToolSet, tool_map, validate_arguments
+from llm_compiler.plan import resolve_kwargs
+from llm_compiler.tools import ToolLike, ToolSet, tool_map
 
 __all__ = ["MAX_PARALLEL_TOOLS", "LLMCompilerWorkflow"]
 
@@ -132,9 +135,8 @@ class LLMCompilerWorkflow(Workflow):
         """Start a run (see ``Workflow.run``); cancelling its awaiter cancels the run.
 
         ``asyncio.wait_for(handler, t)`` timing out, or ``task.cancel()`` on a task that
-        awaits the handler, cancels only the handler's result future in
-        llama-index-workflows: the run's steps and tools would go on. We cancel the run
-        itself then (``cancel_run``), so every running tool is cancelled. A new question
+        awaits the handler, ends the run; every tool it was running is cancelled then
+        (see :mod:`.runs`: llama-index-workflows alone leaves some running). A new question
         on a context supersedes its last run: that run's late events (a cancelled turn's
         tools finishing) are ignored from here on, before the new run has even started.
         """
@@ -349,42 +351,10 @@ class LLMCompilerWorkflow(Workflow):
         self._emit(ctx, state, decision)
         if isinstance(ev, PlanEvent) and not ev.complete:
             return None
-        return self._fan_in(ctx, state, ev)
+        return fan_in(ctx, state, ev)
 
     def _emit(self, ctx: Context[CompilerState], state: CompilerState, decision: Decision) -> None:
-        """Publish what the scheduler decided: results of tasks that cannot run, and
-        ``TaskReady`` for each task to run now (with its arguments validated)."""
-        for task, message, skipped in decision.failed:
-            publish(ctx, _not_run(task, state.run_id, message, skipped))
-        for task, kwargs in decision.dispatch:
-            tool = state.toolset.get(task.tool) if state.toolset is not None else None
-            try:
-                args = kwargs if tool is None else validate_arguments(tool, kwargs)
-            except ValueError as e:
-                publish(ctx, _not_run(task, state.run_id, str(e), False))
-                continue
-            ready = TaskReady(
-                round=task.round,
-                run_id=state.run_id,
-                task_id=task.id,
-                tool_name=task.tool,
-                args=args,
-            )
-            publish(ctx, ready)
-
-    def _fan_in(
-        self, ctx: Context[CompilerState], state: CompilerState, ev: PlanEvent | TaskResult
-    ) -> JoinEvent | None:
-        """Feed the round's complete plan or a first result to ``collect_events``; the
-        ``JoinEvent`` once the plan and every task's result are in."""
-        round = ev.round
-        expected: list[type[Event]] = [PlanEvent, *[TaskResult] * state.rounds[round].n_tasks]
-        buffer = f"{state.run_id}-round-{round}"
-        if ctx.collect_events(ev, expected, buffer_id=buffer) is None:
-            return None
-        join = JoinEvent(round=round, run_id=state.run_id)
-        ctx.write_event_to_stream(join)
-        return join
+        emit(ctx, state, decision)
 
     # ------------------------------------------------------------------ executor
 
@@ -405,13 +375,14 @@ class LLMCompilerWorkflow(Workflow):
         ready = ev.model_copy(update={"args": args, "tool_name": task.tool})
         tool = state.toolset.get(task.tool) if state.toolset is not None else None
         context = ctx if self.tool_context is None else self.tool_context
-        result = await run_task(
-            ready,
-            tool,
-            timeout=self.config.tool_timeout,
-            context=context,
-            max_chars=self.config.max_result_chars,
-        )
+        with self._runs.tool_call(ev.run_id):
+            result = await run_task(
+                ready,
+                tool,
+                timeout=self.config.tool_timeout,
+                context=context,
+                max_chars=self.config.max_result_chars,
+            )
         result.run_id = ev.run_id
         ctx.write_event_to_stream(result)
         return result
@@ -442,8 +413,8 @@ class LLMCompilerWorkflow(Workflow):
         if state.answer is not None:  # answered before: this step runs again after a crash
             return StopEvent(result=self._output(state, state.answer, state.direct))
         if ev.round < state.round:  # the verdict on this round was to replan (recorded)
-            return self._replan_event(state, ev.round)
-        direct = self._return_direct(state, ev.round)
+            return replan_event(state, ev.round)
+        direct = return_direct(state, ev.round)
         if direct is not None:
             output = state.outcomes[direct].output
             answer = output if isinstance(output, str) else str(output)
@@ -518,29 +489,9 @@ class LLMCompilerWorkflow(Workflow):
             s.rounds[round] = s.rounds[round].model_copy(update=update)
             s.replans = s.round = round + 1
             state = s.model_copy()
-        replan = self._replan_event(state, round)
+        replan = replan_event(state, round)
         ctx.write_event_to_stream(replan)
         return replan
-
-    def _replan_event(self, state: CompilerState, round: int) -> ReplanEvent:
-        """The event that starts the round after `round`, from the recorded verdict."""
-        record = state.rounds[round]
-        return ReplanEvent(
-            round=round + 1,
-            reason=record.replan_reason or "",
-            thought=record.joiner_thought,
-            run_id=state.run_id,
-        )
-
-    def _return_direct(self, state: CompilerState, round: int) -> int | None:
-        """The id of a task of `round` whose tool is ``return_direct`` and succeeded."""
-        assert state.toolset is not None
-        for task in state.round_tasks(round):
-            tool = state.toolset.get(task.tool)
-            outcome = state.outcomes.get(task.id)
-            if tool and tool.metadata.return_direct and outcome and not outcome.is_error:
-                return task.id
-        return None
 
     async def _finish(
         self,
@@ -574,31 +525,3 @@ class LLMCompilerWorkflow(Workflow):
             raw=summary.legacy_raw(),
             summary=summary,
         )
-
-
-def _not_run(task: PlanTask, run_id: str, message: str, skipped: bool) -> TaskResult:
-    """The observation of a task that cannot run (invalid, or an input failed)."""
-    now = time.time()
-    return TaskResult(
-        event_id=f"{idempotency_key(run_id, task.round, task.id)}:not-run",
-        round=task.round,
-        run_id=run_id,
-        task_id=task.id,
-        tool_name=task.tool,
-        output=message,
-        is_error=True,
-        skipped=skipped,
-        started_at=now,
-        finished_at=now,
-    )
-
-
-def compiled(plan: PlanEvent) -> CompiledPlan:
-    """The compiled-plan view of a round's complete ``PlanEvent``."""
-    return CompiledPlan(
-        tasks=plan.tasks,
-        errors=plan.errors,
-        text=plan.text,
-        thoughts=plan.thoughts,
-        join_id=plan.join_id,
-    )

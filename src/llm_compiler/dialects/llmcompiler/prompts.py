@@ -103,11 +103,7 @@ class PlannerInput:
         ctx = self.context.prompt
         text = f"Question: {ctx.question}\n"
         if ctx.rounds:
-            text += (
-                prompting.render_history(ctx.rounds, ctx.max_history_chars)
-                + "\n"
-                + REPLAN_NOTE.format(next_id=self.context.next_id)
-            )
+            text += ctx.rendered_rounds() + "\n" + REPLAN_NOTE.format(next_id=self.context.next_id)
         return text
 
     def messages(self) -> list[prompting.ChatMessage]:
