@@ -52,3 +52,16 @@ def test_workers_share_runs_and_finish_those_of_a_killed_worker(database, calls:
     history = [e["type"] for e in w2.events(a)]
     assert history.count("RunResumed") == 1 and history[-1] == "StopEvent"
     assert history.index("RunResumed") > history.index("PlanEvent")
+
+
+def test_a_worker_stopped_mid_run_leaves_it_to_the_next_worker(database, calls: Calls, workers):
+    first = Worker(database, calls, crash_at="tool")
+    workers.append(first)
+    run = first.start_run()
+    calls.wait_for("blocked", "tool")
+    first.stop()  # Ctrl-C, with the run's slow tool in flight
+
+    again = Worker(database, calls)
+    workers.append(again)
+    assert answer_of(again.wait_done(run)) == ANSWER
+    assert calls.count("tool", "fetch:alpha") == 1 and calls.count("llm", "planner") == 1

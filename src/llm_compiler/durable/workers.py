@@ -18,7 +18,6 @@ SQLite: one process per database file, enforced with an exclusive file lock.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import logging
 import os
@@ -118,15 +117,17 @@ class PostgresLiveness:
             self._watch(row["executor_id"])
 
     async def stop(self) -> None:
-        """Stop watching and drop this worker's lock and row (its runs were released)."""
+        """Stop watching and drop this worker's lock (last, once its runs were released).
+
+        Its row stays: the runs it leaves unfinished are adopted by a peer at once, or by
+        the next worker to start, which then deletes the row.
+        """
         self._stopping = True
         for task in self._watchers.values():
             task.cancel()
         await asyncio.gather(*self._watchers.values(), return_exceptions=True)
         self._watchers.clear()
         if self._conn is not None:
-            with contextlib.suppress(Exception):
-                await self._conn.execute(f"DELETE FROM {TABLE} WHERE executor_id = $1", self.worker)
             await self._conn.close()
             self._conn = None
 
