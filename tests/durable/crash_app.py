@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from typing import Any
 
 from llm_compiler import LLMCompilerWorkflow
@@ -74,30 +75,22 @@ def reply(call: LLMCall) -> str:
     return PLAN
 
 
-def _hold_after_admission() -> None:
-    """Make the schedule step stop right after it marked task 3 running (LLMC_CRASH_AT=schedule)."""
-    from llm_compiler.engine import workflow as engine
-    from llm_compiler.events import TaskReady
+class HeldCompiler(LLMCompilerWorkflow):
+    """Stops inside the schedule step right after the facts that dispatch task 3 are written
+    (LLMC_CRASH_AT=schedule), before anything is emitted."""
 
-    publish = engine.publish
-
-    def held(ctx: Any, ev: Any) -> None:
-        if isinstance(ev, TaskReady) and ev.task_id == 3:
+    def _emit(self, ctx: Any, state: Any, decision: Any) -> None:
+        if os.environ.get("LLMC_CRASH_AT") == "schedule" and any(
+            t.id == 3 for t, _ in decision.dispatch
+        ):
             note("blocked", "schedule")
-            # Blocking the loop is the point: the step must not get past this line.
-            import time
-
-            while True:
+            while True:  # blocking the loop is the point: the step must not get past here
                 time.sleep(3600)
-        publish(ctx, ev)
-
-    engine.publish = held
+        super()._emit(ctx, state, decision)
 
 
 def make() -> LLMCompilerWorkflow:
-    if os.environ.get("LLMC_CRASH_AT") == "schedule":
-        _hold_after_admission()
-    return LLMCompilerWorkflow(
+    return HeldCompiler(
         tools=[fetch, slow, combine],
         llm=CrashingLLM(reply, tokens_per_chunk=2),
         timeout=120,
