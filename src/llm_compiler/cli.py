@@ -104,6 +104,7 @@ async def run_server(args: argparse.Namespace) -> None:
         from llm_compiler.durable import open_durable
 
         durable = await open_durable(spec)
+        durable.idle_release = args.idle_release
         print(f"Runs are kept in {spec.shown} (worker {durable.worker}).", flush=True)  # noqa: T201
     if not is_loopback(args.host):
         print(f"WARNING: serving on {args.host}: anyone who can reach it can run tools.")  # noqa: T201
@@ -151,6 +152,14 @@ def parser() -> argparse.ArgumentParser:
         default="memory",
         help="where runs are kept: memory, sqlite:///path.db (durable, one worker) or "
         "postgresql://... (durable, shared by every worker started on it) (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--idle-release",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="with a durable store, a run waiting for input (a plan approval) leaves memory "
+        "after this long; the next event loads it on any worker (default: %(default)s)",
     )
     serve.add_argument(
         "--max-runs",

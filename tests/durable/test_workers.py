@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from .conftest import Calls, Worker
@@ -65,3 +67,25 @@ def test_a_worker_stopped_mid_run_leaves_it_to_the_next_worker(database, calls: 
     workers.append(again)
     assert answer_of(again.wait_done(run)) == ANSWER
     assert calls.count("tool", "fetch:alpha") == 1 and calls.count("llm", "planner") == 1
+
+
+def test_a_run_waiting_for_approval_leaves_memory_and_comes_back(database, calls, workers):
+    import psycopg
+
+    worker = Worker(database, calls, "--idle-release", "0.5")
+    workers.append(worker)
+    handler_id = worker.start_run(mode="approve")
+    worker.events(handler_id, stop_at="PlanApprovalRequest")
+    run_id = worker.client.get(f"/handlers/{handler_id}").json()["run_id"]
+    query = "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = %s"
+    deadline = time.monotonic() + 30
+    with psycopg.connect(database) as db:
+        # Released: its DBOS workflow ended (nothing of it runs or waits in any worker)...
+        while db.execute(query, (run_id,)).fetchone()[0] != "SUCCESS":
+            assert time.monotonic() < deadline, "the waiting run was never released"
+            time.sleep(0.1)
+    # ...while the run itself still waits, and the verdict loads it again.
+    assert worker.client.get(f"/handlers/{handler_id}").json()["status"] == "running"
+    assert worker.client.post(f"/events/{handler_id}", json=APPROVE).status_code == 200
+    assert answer_of(worker.wait_done(handler_id)) == ANSWER
+    assert calls.count("llm", "planner") == 1

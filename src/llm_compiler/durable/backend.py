@@ -39,12 +39,15 @@ class Durable:
         spec: The store.
         runtime: The DBOS runtime; pass it to workflows run in your own process.
         worker: This process's executor id: runs it holds are marked with it.
+        idle_release: Seconds a run waiting for input stays in memory (then it is
+            released to the database; the next event sent to it loads it on any worker).
     """
 
     spec: StoreSpec
     runtime: DBOSRuntime
     worker: str
     liveness: Liveness | None = field(default=None, repr=False)
+    idle_release: float = IDLE_TIMEOUT
 
     @property
     def store(self) -> AbstractWorkflowStore:
@@ -58,7 +61,7 @@ class Durable:
         from llm_compiler.durable.runtime import WorkerRuntime, event_driven_store
 
         event_driven_store(self.runtime)  # before the chain captures the store
-        inner = self.runtime.build_server_runtime(idle_timeout=IDLE_TIMEOUT)
+        inner = self.runtime.build_server_runtime(idle_timeout=self.idle_release)
         return WorkerRuntime(inner, durable=self)
 
     async def holders(self, run_ids: list[str]) -> dict[str, str]:
