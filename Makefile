@@ -7,7 +7,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 STAMP       := $(VENV)/.stamp-core
 LOCAL_STAMP := $(VENV)/.stamp-local
 
-.PHONY: install install-local install-browser install-postgres test test-fast fuzz demo eval bench serve-llm serve lint format clean
+.PHONY: install install-local install-browser install-postgres test test-fast fuzz demo demo-mcp eval bench serve-llm serve lint format clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,13 @@ demo: install
 	@if [ -z "$$OPENAI_API_KEY$$LLM_COMPILER_API_BASE" ]; then \
 		$(MAKE) --no-print-directory install-local; fi
 	DIALECT="$(DIALECT)" $(BIN)/python examples/demo.py $(Q)
+
+## The same kind of question over tools from an MCP server (the demo tools served by the
+## official MCP SDK in a subprocess; HTTP=1 serves them over streamable HTTP on loopback).
+demo-mcp: install
+	@if [ -z "$$OPENAI_API_KEY$$LLM_COMPILER_API_BASE" ]; then \
+		$(MAKE) --no-print-directory install-local; fi
+	$(BIN)/python examples/mcp_tools.py $(if $(HTTP),--http) $(Q)
 
 ## Plan correctness on BFCL's parallel items (text plans vs. a plain prompt; the bfcl-eval
 ## wheel is downloaded once into .cache/bfcl, never installed), then end-to-end answers on

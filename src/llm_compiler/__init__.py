@@ -24,6 +24,7 @@ from llm_compiler.events import (
 from llm_compiler.plan import PlanTask
 from llm_compiler.serving.mermaid import to_mermaid
 from llm_compiler.tools.calls import idempotency_key
+from llm_compiler.tools.mcp_servers import MCPConnection, MCPServerError, tools_from_mcp
 
 __all__ = [
     "ChainOfAbstractionWorkflow",
@@ -41,6 +42,8 @@ __all__ = [
     "LLMCompilerDialect",
     "LLMCompilerError",
     "LLMCompilerWorkflow",
+    "MCPConnection",
+    "MCPServerError",
     "PlanApprovalRequest",
     "PlanApprovalResponse",
     "PlanDialect",
@@ -54,6 +57,7 @@ __all__ = [
     "TaskSummary",
     "idempotency_key",
     "to_mermaid",
+    "tools_from_mcp",
 ]
 
 _aliases.install()

@@ -8,9 +8,9 @@ import importlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from workflows import Workflow
 
@@ -56,40 +56,55 @@ def load_workflows(spec: str) -> dict[str, Workflow]:
 @asynccontextmanager
 async def demo_workflows(
     prompt_cache: bool = False,
+    mcp: Sequence[str] = (),
 ) -> AsyncIterator[tuple[dict[str, Workflow], str]]:
-    """The demo tools on the model ``resolve_llm()`` picks.
+    """The demo tools, or the tools of the `mcp` servers, on the model ``resolve_llm()`` picks.
+
+    `mcp` holds command lines (stdio) and URLs (streamable HTTP); their sessions are
+    opened before the model starts (a server that cannot start fails fast) and closed
+    when the context ends.
 
     `prompt_cache` gives the embedded model llama-cpp-python's RAM prompt cache. Off by
     default: on an idle 2-core machine it made a later question's first task slower
     (median 5.97 s vs 2.14 s, ``benchmarks.first_task``): saving and restoring state
     costs more than re-reading the prompt, which llama.cpp partly reuses by itself.
     """
-    from llm_compiler.demo import tools as demo_tools
     from llm_compiler.engine.workflow import LLMCompilerWorkflow
     from llm_compiler.local import LocalLLMServer, local_llm
     from llm_compiler.models.resolve import resolve_llm
     from llm_compiler.serving.kv import PROMPT_CACHE_ARGS
-    from llm_compiler.tools import ToolLike
 
-    # As in `make demo`: lookups take as long as a web request would, so the overlap shows.
-    demo_tools.LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "1.5"))
     resolved = resolve_llm()
     async with AsyncExitStack() as stack:
+        options = await _tool_options(stack, mcp)
         if resolved.source == "local":
             server = LocalLLMServer(extra_args=PROMPT_CACHE_ARGS if prompt_cache else None)
             llm: LLM = local_llm(await stack.enter_async_context(server))
         else:
             llm = await stack.enter_async_context(resolved)
-        workflow = LLMCompilerWorkflow(
-            tools=cast("list[ToolLike]", demo_tools.TOOLS),
-            llm=llm,
-            max_replans=1,
-            tool_timeout=10,
-            planner_examples=demo_tools.PLANNER_EXAMPLES,
-            joiner_examples=demo_tools.JOINER_EXAMPLES,
-            timeout=600,
-        )
+        workflow = LLMCompilerWorkflow(llm=llm, max_replans=1, timeout=600, **options)
         yield {COMPILER: workflow}, resolved.description
+
+
+async def _tool_options(stack: AsyncExitStack, mcp: Sequence[str]) -> dict[str, Any]:
+    """The served compiler's tools: the `mcp` servers' (open in `stack`), else the demo's."""
+    from llm_compiler.demo import tools as demo_tools
+    from llm_compiler.tools import tools_from_mcp
+
+    if mcp:
+        # MCP tools may be remote and slow; the demo's few-shot examples name demo tools.
+        return {
+            "tools": list(await stack.enter_async_context(tools_from_mcp(*mcp))),
+            "tool_timeout": 30,
+        }
+    # As in `make demo`: lookups take as long as a web request would, so the overlap shows.
+    demo_tools.LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "1.5"))
+    return {
+        "tools": demo_tools.TOOLS,
+        "tool_timeout": 10,
+        "planner_examples": demo_tools.PLANNER_EXAMPLES,
+        "joiner_examples": demo_tools.JOINER_EXAMPLES,
+    }
 
 
 async def run_server(args: argparse.Namespace) -> None:
@@ -98,6 +113,10 @@ async def run_server(args: argparse.Namespace) -> None:
     from llm_compiler.serving import build_app, serve
     from llm_compiler.serving.server import is_loopback
 
+    if args.workflow and args.mcp:
+        raise ConfigurationError(
+            "--mcp serves the compiler over MCP tools; --workflow brings its own."
+        )
     spec = parse_store(args.store)
     durable = None
     if spec.durable:
@@ -116,7 +135,7 @@ async def run_server(args: argparse.Namespace) -> None:
         await serve(served, args.host, args.port, on_ready=_announce)
         return
     print("Starting the model…", flush=True)  # noqa: T201
-    async with demo_workflows(args.prompt_cache) as (workflows, model):
+    async with demo_workflows(args.prompt_cache, args.mcp) as (workflows, model):
         served = build_app(workflows, info={"model": model}, **options)
         await serve(served, args.host, args.port, on_ready=_announce)
 
@@ -146,6 +165,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="MODULE:ATTR",
         help="your LLMCompilerWorkflow, LLMCompilerAgent team, dict of them or a factory "
         "(default: the demo tools on the model resolve_llm() picks)",
+    )
+    serve.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="COMMAND_OR_URL",
+        help="serve the compiler over the tools of an MCP server: a command line started "
+        'over stdio ("python -m my_server") or a streamable-HTTP URL; repeatable',
     )
     serve.add_argument(
         "--store",

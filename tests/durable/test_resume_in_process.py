@@ -198,3 +198,46 @@ async def test_starting_a_run_twice_with_one_run_id_keeps_its_state():
     assert state.run_id == "same-run" and sorted(state.outcomes) == [1, 2]
     out = await second.workflow.run(ctx=ctx)
     assert {t.id: t.output for t in out.summary.tasks} == OUTPUTS
+
+
+async def test_a_replan_recorded_before_a_crash_is_not_asked_again():
+    saved: dict[str, Any] = {}
+    frozen = asyncio.Event()
+    llm_calls: list[str] = []
+    ran: list[str] = []
+    handler: Any = None
+
+    async def lookup(x: str) -> str:
+        """Look up x."""
+        ran.append(x)
+        return x.upper()
+
+    def script(call: LLMCall) -> str:
+        joiner = "Action: Finish(" in call.prompt
+        round = sum(c.startswith("planner") for c in llm_calls) - 1
+        llm_calls.append(f"{'joiner' if joiner else 'planner'} {round if joiner else round + 1}")
+        if not joiner:
+            return '1. lookup("a")\n2. join()' if round < 0 else "3. lookup($1)\n4. join()"
+        if round == 0:
+            return "Thought: not enough.\nAction: Replan(look again)"
+        return "Thought: done.\nAction: Finish(A)"
+
+    class Workflow(LLMCompilerWorkflow):
+        async def _replan(self, ctx: Any, state: Any, round: int, decision: Any) -> Any:
+            replan = await super()._replan(ctx, state, round, decision)
+            if not saved:  # the verdict is written; the step has not returned
+                saved.update(json.loads(json.dumps(handler.ctx.to_dict())))
+                frozen.set()
+                await asyncio.Event().wait()
+            return replan
+
+    handler = Workflow(tools=[lookup], llm=ScriptedLLM(script), timeout=20).run(user_msg="q")
+    await asyncio.wait_for(frozen.wait(), 10)
+    await handler.cancel_run()
+    with pytest.raises((WorkflowCancelledByUser, asyncio.CancelledError)):
+        await handler
+    fresh = LLMCompilerWorkflow(tools=[lookup], llm=ScriptedLLM(script), timeout=20)
+    out = await fresh.run(ctx=Context.from_dict(fresh, saved))
+    assert str(out) == "A" and out.summary.replans == 1
+    assert llm_calls == ["planner 0", "joiner 0", "planner 1", "joiner 1"]  # none again
+    assert ran == ["a", "A"]

@@ -74,3 +74,19 @@ async def test_rejected_plan_ends_the_run():
     out, events = await approval_run(PlanApprovalResponse(action="reject", reason="too costly"))
     assert str(out) == "The plan was rejected: too costly" and calls == []
     assert not of(events, TaskReady)
+
+
+async def test_a_second_verdict_changes_nothing():
+    calls.clear()
+    llm = ScriptedLLM([PLAN.replace("3. nosuch(1)\n4.", "3."), FINISH.format("A and B")])
+    wf = LLMCompilerWorkflow(tools=[search], llm=llm)
+    handler = wf.run(user_msg="a and b?", mode="approve")
+    async for ev in handler.stream_events():
+        if isinstance(ev, PlanApprovalRequest):
+            handler.ctx.send_event(PlanApprovalResponse())
+            handler.ctx.send_event(PlanApprovalResponse())  # a double click
+            handler.ctx.send_event(PlanApprovalResponse(action="reject"))  # too late
+    out = await handler
+    assert str(out) == "A and B" and sorted(calls) == ["a", "b"]  # each task ran once
+    state = await handler.ctx.store.get_state()
+    assert state.verdict is not None and state.verdict.action == "approve"

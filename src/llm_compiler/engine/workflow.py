@@ -212,13 +212,14 @@ class LLMCompilerWorkflow(Workflow):
             reason = verdict.reason
             answer = f"The plan was rejected{': ' + reason if reason else '.'}"
             return StopEvent(result=await self._finish(ctx, state, answer))
-        plan = held
+        # A new event each time: if the scheduler took this plan before (a second
+        # response), it adds nothing and decides nothing.
+        plan = held.model_copy(update={"event_id": uuid.uuid4().hex})
         if verdict.action == "edit":
             assert state.toolset is not None
             context = self._planner.context(state, self._prompt(state), False)
             plan = parse_plan_text(self.dialect, context, verdict.plan_text or "", state.toolset)
             plan.run_id = state.run_id
-            plan.event_id = f"{held.event_id}-edit"  # the same edit, however often it is read
             ctx.write_event_to_stream(plan)
         if plan.tasks:
             publish(ctx, PlanEvent(round=plan.round, tasks=plan.tasks, run_id=plan.run_id))

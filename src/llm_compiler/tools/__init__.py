@@ -6,6 +6,8 @@
 - :mod:`.binding`: plan arguments bound, validated and passed to the tool.
 - :mod:`.spec`: tool parameters as JSON schemas (the one ``$ref`` walker).
 - :mod:`.schema`: tools made from JSON schemas (OpenAI, MCP, BFCL).
+- :mod:`.results`: tool outputs (MCP results, ToolOutputs, models) as values.
+- :mod:`.mcp_servers`: tools from MCP servers (needs the ``mcp`` extra when used).
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ from llama_index.core.tools import BaseTool
 
 from llm_compiler.tools.adapt import ToolLike, jsonable, to_tool, tool_map
 from llm_compiler.tools.binding import bind, call_tool, validate_arguments
+from llm_compiler.tools.mcp_servers import (
+    MCPConnection,
+    MCPServerError,
+    MCPTool,
+    MCPTools,
+    tools_from_mcp,
+)
 from llm_compiler.tools.render import action_line, description, signature
+from llm_compiler.tools.results import ToolError, tool_value
 from llm_compiler.tools.spec import parameters, required
 from llm_compiler.tools.threads import TOOL_THREADS, ToolThreads
 
@@ -61,9 +71,14 @@ class ToolSet:
 
 
 __all__ = [
+    "MCPConnection",
+    "MCPServerError",
+    "MCPTool",
+    "MCPTools",
     "TOOL_THREADS",
     "ToolLike",
     "ToolSet",
+    "ToolError",
     "ToolThreads",
     "action_line",
     "bind",
@@ -75,5 +90,7 @@ __all__ = [
     "signature",
     "to_tool",
     "tool_map",
+    "tool_value",
+    "tools_from_mcp",
     "validate_arguments",
 ]

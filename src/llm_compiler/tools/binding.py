@@ -10,6 +10,8 @@ from llama_index.core.tools.types import AsyncBaseTool
 from pydantic import BaseModel, ValidationError
 
 from llm_compiler.plan import PlanTask
+from llm_compiler.tools.results import ToolError, tool_value
+from llm_compiler.tools.schema import SchemaTool
 from llm_compiler.tools.spec import parameters, required
 
 
@@ -77,16 +79,22 @@ def validate_arguments(tool: BaseTool, kwargs: dict[str, Any]) -> dict[str, Any]
 
 
 async def call_tool(tool: BaseTool, kwargs: dict[str, Any], ctx: Any = None) -> Any:
-    """Call a tool and return its raw output (the value later tasks receive)."""
+    """Call a tool and return its output's value (what later tasks receive).
+
+    Raises:
+        ToolError: The tool's output reports a failure.
+    """
     if isinstance(tool, FunctionTool) and tool.requires_context and tool.ctx_param_name:
         kwargs = {**kwargs, tool.ctx_param_name: ctx}
     if isinstance(tool, AsyncBaseTool):
         output = await tool.acall(**kwargs)
     else:
         output = await asyncio.to_thread(tool.call, **kwargs)  # type: ignore[attr-defined]
-    raw = output.raw_output
     if output.is_error:
-        raise RuntimeError(str(output.content))
-    if isinstance(tool, FunctionTool):
-        return raw  # the function's own return value, None included
-    return output.content if raw is None else raw
+        raise ToolError(str(output.content))
+    raw = output.raw_output
+    if raw is None and not isinstance(tool, (FunctionTool, SchemaTool)):
+        return output.content  # a tool that only filled in its text
+    # A function's own return value (None included), with wrappers taken off: an MCP
+    # result, a ToolOutput or a pydantic model passes on the value it holds.
+    return tool_value(raw)

@@ -1,0 +1,445 @@
+"""Tools from MCP servers: a stdio command or a streamable-HTTP URL, on the official SDK.
+
+Example::
+
+    async with tools_from_mcp("python -m my_server", include=["height", "subtract"]) as tools:
+        workflow = LLMCompilerWorkflow(tools=tools, llm=llm)
+        await workflow.run(user_msg="How much higher is Everest than K2?")
+
+Each server gets one session (:class:`MCPConnection`), opened when the tools are listed
+and kept open across tasks and runs; parallel tasks share it (MCP multiplexes requests).
+The session lives in a task of its own, so a transport that breaks ends that task,
+never the caller's. A call whose server failed to start, died or broke the connection
+raises :class:`MCPServerError` (the executor makes it an error observation); the next
+call starts a new session. Cancelling a call (a cancelled run, ``tool_timeout``) cancels
+the request on the server (the MCP cancellation notification). Sessions belong to the
+event loop that opened them: a call from another loop opens a new one.
+
+A stdio server gets only a safe subset of the environment (``PATH``, ``HOME``, ...; the
+SDK's default) plus ``env``; what it writes to stderr is kept in a temporary file, and
+its last lines explain a failure to start or a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import tempfile
+from collections.abc import Generator, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import IO, Any, TextIO, cast
+
+from llama_index.core.tools import ToolOutput
+
+from llm_compiler.errors import ConfigurationError, LLMCompilerError
+from llm_compiler.tools.results import ToolError, call_result_value, content_text
+from llm_compiler.tools.schema import SchemaTool
+
+#: Characters of a stdio server's stderr quoted in an error message.
+STDERR_TAIL = 1500
+_CONNECTION_CLOSED = -32000  # the SDK's code for a transport that went away
+
+
+class MCPServerError(LLMCompilerError):
+    """An MCP server could not be started or reached, broke its connection, or answered
+    with something that is no MCP result."""
+
+
+@dataclass
+class _Session:
+    """One open session: the SDK client, living in `runner`, until `ended` is set."""
+
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    client: Any = None
+    runner: asyncio.Task[None] | None = None
+    reason: str = ""
+    broken: bool = False
+    loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def usable(self) -> bool:
+        return (
+            self.client is not None
+            and not self.ended.is_set()
+            and not self.stop.is_set()
+            and self.loop is asyncio.get_running_loop()
+        )
+
+
+class MCPConnection:
+    """One MCP server: a stdio command or a streamable-HTTP URL, and its session.
+
+    Args:
+        server: ``http://`` or ``https://`` URL (streamable HTTP), else a command line
+            (a string, split like a shell does, or an argv list) started over stdio.
+        env: Variables added to a stdio server's environment.
+        cwd: A stdio server's working directory.
+        headers: HTTP headers sent to a URL server (e.g. ``Authorization``).
+        connect_timeout: Seconds to start the server and finish the MCP handshake.
+        call_timeout: Seconds one call may take (None: no limit of its own; the run's
+            ``tool_timeout`` still applies).
+    """
+
+    def __init__(
+        self,
+        server: str | Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 30.0,
+        call_timeout: float | None = None,
+    ) -> None:
+        self.url: str | None = None
+        self.argv: list[str] = []
+        if isinstance(server, str) and server.strip().startswith(("http://", "https://")):
+            self.url = server.strip()
+        else:
+            self.argv = shlex.split(server) if isinstance(server, str) else [str(a) for a in server]
+            if not self.argv:
+                raise ConfigurationError("An MCP server needs a URL or a command, got nothing.")
+        self.env = dict(env or {})
+        self.cwd = cwd
+        self.headers = dict(headers or {})
+        self.connect_timeout = connect_timeout
+        self.call_timeout = call_timeout
+        self.name = self.url or shlex.join(self.argv)
+        self.sessions_opened = 0
+        """How many sessions were opened (1 + reconnections)."""
+        self._session = _Session()
+        self._opening: asyncio.Future[_Session] | None = None
+
+    def __repr__(self) -> str:
+        return f"MCPConnection({self.name!r})"
+
+    # ------------------------------------------------------------------ session lifetime
+
+    async def open(self) -> None:
+        """Start the server (stdio) or connect (HTTP) unless a session is open.
+
+        Raises:
+            MCPServerError: It did not start or did not finish the handshake in time.
+        """
+        await self._current()
+
+    async def aclose(self) -> None:
+        """Close the session (a stdio server gets EOF and is ended if it lingers)."""
+        loop = asyncio.get_running_loop()
+        opening = self._opening
+        if opening is not None and opening.get_loop() is loop:
+            await asyncio.wait({opening})  # a session still starting is closed too
+        session = self._session
+        if session.loop is not loop:
+            return  # never opened, or on another loop: nothing this loop can close
+        session.stop.set()
+        if session.runner is not None:
+            await asyncio.wait({session.runner}, timeout=10)
+
+    async def __aenter__(self) -> MCPConnection:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _current(self) -> _Session:
+        if self._session.usable:
+            return self._session
+        if self._opening is None or self._opening.get_loop() is not asyncio.get_running_loop():
+            # Parallel callers share one attempt, and one failure.
+            self._opening = asyncio.ensure_future(self._start())
+        opening = self._opening
+        try:
+            return await asyncio.shield(opening)
+        finally:
+            if opening.done() and self._opening is opening:
+                self._opening = None
+
+    async def _start(self) -> _Session:
+        if self._session.loop is asyncio.get_running_loop():
+            self._session.stop.set()  # an ended session's runner finishes
+        # A session of another (maybe closed) loop is let go: its server gets EOF when
+        # the pipes are collected.
+        session = _Session(loop=asyncio.get_running_loop())
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        session.runner = asyncio.create_task(self._run(session, ready), name=f"mcp {self.name}")
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
+        except TimeoutError:
+            session.runner.cancel()  # ends the process it started, if any
+            await asyncio.wait({session.runner}, timeout=10)
+            raise MCPServerError(
+                f"The MCP server {self.name} did not answer within {self.connect_timeout:g} s."
+            ) from None
+        self._session = session
+        self.sessions_opened += 1
+        return session
+
+    async def _run(self, session: _Session, ready: asyncio.Future[None]) -> None:
+        """Hold the SDK client open until asked to stop or its transport ends."""
+        errlog = None if self.url else await asyncio.to_thread(tempfile.TemporaryFile, "w+b")
+        try:
+            async with AsyncExitStack() as stack:
+                client = await self._client(stack, errlog)
+                session.client = await stack.enter_async_context(client)
+                ready.set_result(None)
+                await session.stop.wait()
+            if session.broken:
+                session.reason = await self._reason(None, errlog)
+        except Exception as e:  # noqa: BLE001 - whatever broke, callers get it as a reason
+            session.reason = await self._reason(e, errlog)
+            if not ready.done():
+                ready.set_exception(
+                    MCPServerError(f"The MCP server {self.name} failed to start: {session.reason}")
+                )
+        finally:
+            session.ended.set()
+            if not ready.done():  # cancelled while starting
+                ready.set_exception(MCPServerError(f"The MCP server {self.name} was stopped."))
+            if errlog is not None:
+                await asyncio.to_thread(errlog.close)
+
+    async def _client(self, stack: AsyncExitStack, errlog: IO[bytes] | None) -> Any:
+        """The SDK client for this server (not entered); `stack` closes what it needs."""
+        from mcp import Client, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        if self.url is not None:
+            http = await stack.enter_async_context(
+                create_mcp_http_client(headers=self.headers or None)
+            )
+            return Client(streamable_http_client(self.url, http_client=http), cache=None)
+        params = StdioServerParameters(
+            command=self.argv[0], args=self.argv[1:], env=self.env or None, cwd=self.cwd
+        )
+        assert errlog is not None
+        # Only the file's descriptor is used (the child's stderr): a binary file will do.
+        return Client(stdio_client(params, errlog=cast(TextIO, errlog)), cache=None)
+
+    async def _reason(self, e: BaseException | None, errlog: IO[bytes] | None) -> str:
+        """What went wrong: the exception(s), and the last of a stdio server's stderr."""
+        leaves = _leaves(e) if e is not None else ()
+        reason = "; ".join(f"{type(x).__name__}: {x}".rstrip(": ") for x in leaves)
+        tail = await asyncio.to_thread(_tail, errlog) if errlog is not None else ""
+        if tail:
+            reason = f"{reason} (stderr: {tail})" if reason else f"stderr: {tail}"
+        return reason
+
+    # ------------------------------------------------------------------ calls
+
+    async def list_tools(self) -> list[Any]:
+        """The server's tools (``mcp.types.Tool``), every page.
+
+        Raises:
+            MCPServerError: The server could not be reached or answered wrongly.
+        """
+        session = await self._current()
+        tools: list[Any] = []
+        cursor: str | None = None
+        for _ in range(1000):  # a paginator that never ends cannot hang us
+            page = await self._request(
+                session, "tools/list", session.client.list_tools(cursor=cursor)
+            )
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        """Call a tool and return the ``CallToolResult`` as the server sent it.
+
+        Raises:
+            MCPServerError: The server could not be reached, or the connection broke.
+        """
+        session = await self._current()
+        call = session.client.call_tool(
+            name, dict(arguments), read_timeout_seconds=self.call_timeout
+        )
+        return await self._request(session, name, call)
+
+    async def _request(self, session: _Session, what: str, coro: Any) -> Any:
+        """Await `coro` unless the session ends first; cancelling us cancels it."""
+        request = asyncio.ensure_future(coro)
+        ended = asyncio.ensure_future(session.ended.wait())
+        try:
+            await asyncio.wait({request, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ended.cancel()
+            if not request.done():
+                request.cancel()  # the SDK sends notifications/cancelled for it
+        if not request.done():
+            raise MCPServerError(
+                f"The MCP server {self.name} closed the connection during {what}: "
+                f"{session.reason or 'no reason given'}"
+            )
+        try:
+            return request.result()
+        except Exception as e:
+            if getattr(getattr(e, "error", None), "code", None) != _CONNECTION_CLOSED:
+                raise MCPServerError(
+                    f"The MCP server {self.name} failed {what}: {type(e).__name__}: {e}"
+                ) from None
+        # The transport is gone (a stdio server exited): end the session, so the next
+        # call starts a new one, and say why if the server's stderr does.
+        session.broken = True
+        session.stop.set()
+        ended = asyncio.ensure_future(session.ended.wait())
+        try:
+            await asyncio.wait({ended}, timeout=5)
+        finally:
+            ended.cancel()
+        reason = f": {session.reason}" if session.reason else "."
+        raise MCPServerError(
+            f"The MCP server {self.name} closed the connection during {what}{reason}"
+        )
+
+
+def _leaves(e: BaseException) -> Generator[BaseException, None, None]:
+    inners = getattr(e, "exceptions", None)  # an (anyio) exception group
+    if isinstance(inners, (list, tuple)):
+        for inner in inners:
+            yield from _leaves(inner)
+    else:
+        yield e
+
+
+def _tail(errlog: IO[bytes]) -> str:
+    """The last lines a server wrote to stderr, on one line (bytes: any encoding)."""
+    errlog.seek(0, os.SEEK_END)
+    errlog.seek(max(0, errlog.tell() - 4 * STDERR_TAIL))
+    lines = errlog.read().decode("utf-8", errors="replace").splitlines()
+    text = " | ".join(line.strip() for line in lines if line.strip())
+    return text[-STDERR_TAIL:]
+
+
+# --------------------------------------------------------------------------- tools
+
+
+class MCPTool(SchemaTool):
+    """A tool of an MCP server, with the name and input schema the server lists.
+
+    Its output's ``raw_output`` is the result's value and an ``isError`` result is a
+    failed ``ToolOutput`` with the server's message (see :mod:`.results`).
+    """
+
+    def __init__(self, connection: MCPConnection, tool: Any) -> None:
+        description = tool.description or getattr(tool, "title", None) or ""
+        super().__init__(tool.name, description, tool.input_schema or {}, handler=self._request)
+        self.connection = connection
+        self.output_schema: Mapping[str, Any] | None = tool.output_schema
+
+    async def _request(self, name: str, arguments: dict[str, Any]) -> Any:
+        return await self.connection.call_tool(name, arguments)
+
+    def call(self, *args: Any, **kwargs: Any) -> ToolOutput:
+        """MCP tools share one session on an event loop: call them with ``acall``."""
+        raise TypeError(f"{self.name} is an MCP tool: await its acall() instead of call().")
+
+    def _output(self, arguments: dict[str, Any], result: Any) -> ToolOutput:
+        try:
+            value = call_result_value(result, self.output_schema)
+        except ToolError as e:
+            return ToolOutput(
+                content=str(e),
+                tool_name=self.name,
+                raw_input={"kwargs": arguments},
+                raw_output=None,
+                is_error=True,
+            )
+        text = content_text(result.content) if result.content else None
+        return ToolOutput(
+            content=text if text is not None else str(value),
+            tool_name=self.name,
+            raw_input={"kwargs": arguments},
+            raw_output=value,
+        )
+
+
+class MCPTools(list[MCPTool]):
+    """The tools of one or more MCP servers, loaded by ``await`` or ``async with``.
+
+    ``async with`` closes the servers' sessions at the end; after ``await``, call
+    :meth:`aclose` yourself. See :func:`tools_from_mcp`.
+    """
+
+    def __init__(
+        self,
+        connections: Sequence[MCPConnection],
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
+    ) -> None:
+        super().__init__()
+        self.connections = list(connections)
+        self.include = None if include is None else list(include)
+        self.exclude = set(exclude)
+
+    async def load(self) -> MCPTools:
+        """Open every session and list its tools (once).
+
+        Raises:
+            MCPServerError: A server did not start or answer; the others are closed.
+            ConfigurationError: `include` names a tool no server has.
+        """
+        if self:
+            return self
+        try:
+            for connection in self.connections:
+                for tool in await connection.list_tools():
+                    if self._wanted(tool.name):
+                        self.append(MCPTool(connection, tool))
+        except BaseException:
+            await self.aclose()
+            raise
+        missing = [n for n in self.include or () if n not in {t.name for t in self}]
+        if missing:
+            await self.aclose()
+            raise ConfigurationError(
+                f"No MCP server has the tool(s) {', '.join(map(repr, missing))} "
+                f"(servers: {', '.join(c.name for c in self.connections)})."
+            )
+        return self
+
+    def _wanted(self, name: str) -> bool:
+        return (self.include is None or name in self.include) and name not in self.exclude
+
+    async def aclose(self) -> None:
+        """Close every server's session."""
+        await asyncio.gather(*(c.aclose() for c in self.connections))
+
+    def __await__(self) -> Generator[Any, None, MCPTools]:
+        return self.load().__await__()
+
+    async def __aenter__(self) -> MCPTools:
+        return await self.load()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def tools_from_mcp(
+    *servers: str | Sequence[str] | MCPConnection,
+    include: Sequence[str] | None = None,
+    exclude: Sequence[str] = (),
+    **options: Any,
+) -> MCPTools:
+    """Tools from MCP servers: ``await`` it, or use it with ``async with``.
+
+    Args:
+        servers: URLs (streamable HTTP), command lines (stdio), or :class:`MCPConnection`.
+        include: Only these tools (an unknown name is a ``ConfigurationError``).
+        exclude: Not these tools.
+        options: :class:`MCPConnection` options (``env``, ``cwd``, ``headers``,
+            ``connect_timeout``, ``call_timeout``) for servers given as text.
+    """
+    if not servers:
+        raise ConfigurationError("tools_from_mcp needs at least one MCP server.")
+    connections = [
+        s if isinstance(s, MCPConnection) else MCPConnection(s, **options) for s in servers
+    ]
+    return MCPTools(connections, include, exclude)
