@@ -10,7 +10,9 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from workflows import Workflow
 
@@ -19,7 +21,11 @@ from llm_compiler.errors import ConfigurationError, LLMCompilerError
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
 
+    from llm_compiler.serving.security import SecurityPolicy
+
 COMPILER, TEAM = "compiler", "team"
+#: Bind addresses meaning "every interface" (not a name a request can carry).
+_WILDCARDS = ("0.0.0.0", "::")
 
 
 def load_workflows(spec: str) -> dict[str, Workflow]:
@@ -111,12 +117,21 @@ async def run_server(args: argparse.Namespace) -> None:
     """Build the app for `args` and serve it until interrupted."""
     from llm_compiler.durable.spec import parse_store
     from llm_compiler.serving import build_app, serve
-    from llm_compiler.serving.server import is_loopback
+    from llm_compiler.serving.server import check_exposure
 
     if args.workflow and args.mcp:
         raise ConfigurationError(
             "--mcp serves the compiler over MCP tools; --workflow brings its own."
         )
+    policy = security_policy(args)
+    if not policy.insecure:  # before the model starts: fail in a second, not in a minute
+        check_exposure(policy, args.host)  # (serve() checks again, and warns if insecure)
+    if args.host in _WILDCARDS and not args.allow_host:
+        print(  # noqa: T201
+            f"Note: on {args.host}, requests must name this server by a loopback name; add "
+            "--allow-host NAME for each name or address other machines use to reach it."
+        )
+    announce = partial(_announce, policy.token)
     spec = parse_store(args.store)
     durable = None
     if spec.durable:
@@ -125,19 +140,28 @@ async def run_server(args: argparse.Namespace) -> None:
         durable = await open_durable(spec)
         durable.idle_release = args.idle_release
         print(f"Runs are kept in {spec.shown} (worker {durable.worker}).", flush=True)  # noqa: T201
-    if not is_loopback(args.host):
-        print(f"WARNING: serving on {args.host}: anyone who can reach it can run tools.")  # noqa: T201
-    options: dict[str, Any] = {"durable": durable, "max_runs": args.max_runs}
+    options: dict[str, Any] = {"durable": durable, "max_runs": args.max_runs, "policy": policy}
     if args.workflow:
         workflows = load_workflows(args.workflow)
         model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
         served = build_app(workflows, info={"model": model}, **options)
-        await serve(served, args.host, args.port, on_ready=_announce)
+        await serve(served, args.host, args.port, on_ready=announce)
         return
     print("Starting the model…", flush=True)  # noqa: T201
     async with demo_workflows(args.prompt_cache, args.mcp) as (workflows, model):
         served = build_app(workflows, info={"model": model}, **options)
-        await serve(served, args.host, args.port, on_ready=_announce)
+        await serve(served, args.host, args.port, on_ready=announce)
+
+
+def security_policy(args: argparse.Namespace) -> SecurityPolicy:
+    """The policy the serve options ask for (a specific bind address is an allowed host)."""
+    from llm_compiler.serving.security import SecurityPolicy
+
+    token = args.token if args.token is not None else os.environ.get("LLM_COMPILER_TOKEN")
+    hosts = list(args.allow_host)
+    if args.host not in _WILDCARDS:
+        hosts.append(args.host)
+    return SecurityPolicy.build(token or None, args.allow_origin, hosts, args.insecure)
 
 
 def _model_name(workflow: Workflow) -> str:
@@ -149,7 +173,12 @@ def _model_name(workflow: Workflow) -> str:
         return type(llm).__name__
 
 
-def _announce(url: str) -> None:
+def _announce(token: str | None, url: str) -> None:
+    """Print the page's URL; with a token, in the fragment (the page keeps it, then drops it)."""
+    for wildcard in ("//0.0.0.0:", "//[::]:"):  # a browser reaches those by a loopback name
+        url = url.replace(wildcard, "//127.0.0.1:")
+    if token:
+        url += f"#token={quote(token, safe='')}"
     print(f"Serving the live plan page at {url}  (Ctrl-C to stop)", flush=True)  # noqa: T201
 
 
@@ -194,6 +223,32 @@ def parser() -> argparse.ArgumentParser:
         metavar="K",
         help="runs this worker holds at once; the rest wait (in the database for any worker "
         "with a durable store) (default: no cap)",
+    )
+    serve.add_argument(
+        "--token",
+        help="bearer token every API request and event stream must carry (default: "
+        "$LLM_COMPILER_TOKEN; none on loopback). The printed URL hands it to the page once.",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="let web pages of this origin call the API (repeatable; default: only the "
+        "server's own page)",
+    )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="accept requests naming this host (repeatable; loopback names and the bind "
+        "address always; * for any, e.g. behind a proxy that checks it)",
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve beyond loopback without a token (anyone who can reach it runs tools)",
     )
     serve.add_argument(
         "--prompt-cache",

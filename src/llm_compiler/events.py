@@ -202,23 +202,40 @@ class CompiledPlan(BaseModel):
 class PlanApprovalRequest(InputRequiredEvent):
     """Emitted by the planner in ``approve`` mode: the round's plan, waiting for a human.
 
-    Answer with :class:`PlanApprovalResponse` (``handler.ctx.send_event(...)``, or a
-    workflow server's ``POST /events/{handler_id}``).
+    Answer with :meth:`respond` (``handler.ctx.send_event(request.respond())``, or a
+    workflow server's ``POST /events/{handler_id}`` with the same ``run_id`` and ``round``).
     """
 
     round: int
     run_id: str = ""
     plan: CompiledPlan = Field(default_factory=CompiledPlan)
 
+    def respond(
+        self,
+        action: Literal["approve", "edit", "reject"] = "approve",
+        plan_text: str | None = None,
+        reason: str = "",
+    ) -> PlanApprovalResponse:
+        """The verdict on this plan, naming the run and round it answers."""
+        return PlanApprovalResponse(
+            run_id=self.run_id, round=self.round, action=action, plan_text=plan_text, reason=reason
+        )
+
 
 class PlanApprovalResponse(HumanResponseEvent):
     """A human's verdict on a plan: approve it, run an edited plan text, or reject it.
 
     Attributes:
+        run_id: The run whose plan this answers (the request's ``run_id``).
+        round: The round whose plan this answers (the request's ``round``); a response
+            naming another run or round is ignored, so a late duplicate never approves a
+            plan nobody saw.
         action: ``approve``, ``edit`` (run ``plan_text`` instead, parsed like the
             planner's output) or ``reject`` (the run ends, answering with ``reason``).
     """
 
+    run_id: str
+    round: int
     action: Literal["approve", "edit", "reject"] = "approve"
     plan_text: str | None = None
     reason: str = ""

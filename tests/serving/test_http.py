@@ -110,7 +110,7 @@ async def test_cancel_stops_a_running_run(overlap):
                         seen.append(line)
                     if len(seen) == 2:
                         break
-            r = await c.post(f"/handlers/{handler_id}/cancel")
+            r = await c.post(f"/handlers/{handler_id}/cancel", json={})
             assert r.status_code == 200, r.text
             handler = (await c.get(f"/handlers/{handler_id}")).json()
             assert handler["status"] == "cancelled"
@@ -203,6 +203,7 @@ async def test_bad_requests_get_a_clear_4xx(base_url, method, path, body, status
             path,
             content=content,
             json=None if content is not None or body is None else body,
+            headers={"content-type": "application/json"},
         )
     assert r.status_code == status, r.text
     assert message.lower() in r.json()["detail"].lower()
@@ -320,6 +321,7 @@ async def test_plan_approval_through_the_server(overlap):
             assert [t["id"] for t in request["value"]["plan"]["tasks"]] == [1, 2, 3]
             assert "TaskReady" not in types(first)  # nothing runs before the verdict
             edit = {"action": "edit", "plan_text": '1. fetch("gamma")\n2. join()'}
+            edit |= {k: request["value"][k] for k in ("run_id", "round")}
             r = await c.post(
                 f"/events/{handler_id}",
                 json={"event": {"type": "PlanApprovalResponse", "value": edit}},

@@ -200,10 +200,16 @@ class LLMCompilerWorkflow(Workflow):
         held = state.held
         if held is None or held.round != state.round or state.answer is not None:
             return None  # no plan is waiting (a late response)
+        if (ev.run_id, ev.round) != (held.run_id, held.round):
+            return None  # it answers another plan (late, duplicate or forged)
         verdict = state.verdict
         if verdict is None:
             verdict = PlanApprovalResponse(
-                action=ev.action, plan_text=ev.plan_text, reason=ev.reason
+                run_id=ev.run_id,
+                round=ev.round,
+                action=ev.action,
+                plan_text=ev.plan_text,
+                reason=ev.reason,
             )
             async with ctx.store.edit_state() as s:
                 s.verdict = verdict

@@ -7,6 +7,10 @@ Example::
     served = build_app({"compiler": LLMCompilerWorkflow(tools=[...], llm=llm)})
     await serve(served, host="127.0.0.1", port=8000)   # or uvicorn.run(served.app)
 
+    # Beyond loopback: a token (and the names clients use), see SecurityPolicy.
+    policy = SecurityPolicy.build(token=token, allow_hosts=["box.lan"])
+    await serve(build_app(workflows, policy=policy), host="0.0.0.0")
+
 Routes: the page at ``/``, ``/api/info``, ``/agui/{name}`` and llama-agents-server's
 workflow API (``/workflows/{name}/run-nowait``, ``/events/{handler_id}``, ``/handlers``, ...).
 """
@@ -40,6 +44,7 @@ def _find(module: str) -> object:
 _EXPORTS = {
     "COMPILER": "app",
     "DEMO_QUESTION": "app",
+    "SecurityPolicy": "security",
     "ServedApp": "app",
     "build_app": "app",
     "make_store": "app",

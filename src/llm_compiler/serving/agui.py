@@ -1,7 +1,11 @@
 """AG-UI: a compiler run as an AG-UI event stream, for chat front-ends (CopilotKit, ...).
 
-``POST /agui/{name}`` takes a ``RunAgentInput`` (the last user message is the question)
-and streams AG-UI events over SSE: ``RUN_STARTED``; the DAG as ``STATE_SNAPSHOT`` then
+``POST /agui/{name}`` takes a ``RunAgentInput`` (the last user message is the question,
+the messages before it the run's chat history), starts the run on the workflow server
+like ``/workflows/{name}/run-nowait`` does (listed in ``/handlers``, persisted, cancellable,
+resumed after a restart; its handler id is in the ``x-handler-id`` response header and a
+``CUSTOM`` event named ``handler``) and streams its events from the store as AG-UI events
+over SSE: ``RUN_STARTED``; the DAG as ``STATE_SNAPSHOT`` then
 JSON-Patch ``STATE_DELTA``s; per task ``TOOL_CALL_START``/``ARGS``/``END`` when it starts
 and ``TOOL_CALL_RESULT`` when it settles; the joiner's tokens as a reasoning message;
 the answer as a text message; ``RUN_FINISHED`` (or ``RUN_ERROR``).
@@ -13,23 +17,27 @@ events (a compiler run would show nothing) and needs fastapi.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
+from llama_index.core.llms import ChatMessage, MessageRole
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from workflows import Workflow
-from workflows.events import StopEvent
+from workflows.events import Event, StopEvent
 
 from llm_compiler.events import CompilerStream, PlanEvent, ReplanEvent, TaskReady, TaskResult
 from llm_compiler.serving.guard import BadRequest, parse_json_object
 
 if TYPE_CHECKING:
-    from ag_ui.core import BaseEvent
+    from ag_ui.core import BaseEvent, RunAgentInput
+    from llama_agents.server import AbstractWorkflowStore, WorkflowServer
+    from llama_agents.server._store.abstract_workflow_store import StoredEvent
 
 _MAX_RESULT_CHARS = 4000
 
@@ -218,8 +226,34 @@ class AGUITranslator:
         ]
 
 
-def question_of(data: Mapping[str, Any]) -> tuple[str, str, str]:
-    """(thread id, run id, question) from a ``RunAgentInput`` body, or :class:`BadRequest`."""
+#: The events a chat UI is shown, by the type name they are stored under.
+SHOWN: dict[str, type[Event]] = {
+    c.__name__: c for c in (PlanEvent, TaskReady, TaskResult, CompilerStream, ReplanEvent)
+}
+#: Stored terminal events that end a run without an answer.
+FAILED = {"WorkflowFailedEvent", "WorkflowTimedOutEvent", "WorkflowCancelledEvent"}
+#: AG-UI roles kept in the chat history; tool results (without the calls they answer),
+#: reasoning and activity messages are the front-end's, not the conversation's.
+_ROLES = {
+    "user": MessageRole.USER,
+    "assistant": MessageRole.ASSISTANT,
+    "system": MessageRole.SYSTEM,
+    "developer": MessageRole.SYSTEM,
+}
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    """What a ``RunAgentInput`` asks: the question and the conversation before it."""
+
+    thread_id: str
+    run_id: str
+    question: str
+    history: list[ChatMessage]
+
+
+def question_of(data: Mapping[str, Any]) -> ChatTurn:
+    """The turn a ``RunAgentInput`` body asks for, or :class:`BadRequest`."""
     from ag_ui.core import RunAgentInput
     from pydantic import ValidationError
 
@@ -227,55 +261,130 @@ def question_of(data: Mapping[str, Any]) -> tuple[str, str, str]:
         run_input = RunAgentInput.model_validate(data)
     except ValidationError as e:
         raise BadRequest(400, f"Not an AG-UI RunAgentInput: {e.errors()[0]['msg']}") from None
-    users = [m for m in run_input.messages if m.role == "user"]
-    content = users[-1].content if users else None
-    if isinstance(content, list):  # multimodal input: keep the text parts
-        content = " ".join(getattr(part, "text", "") for part in content)
-    if not isinstance(content, str) or not content.strip():
+    users = [i for i, m in enumerate(run_input.messages) if m.role == "user"]
+    last = users[-1] if users else None
+    question = _text(run_input.messages[last].content) if last is not None else ""
+    if not question.strip():
         raise BadRequest(400, "The last user message must be a non-empty question.")
-    return run_input.thread_id, run_input.run_id, content.strip()
+    history = _history(run_input, last or 0)
+    return ChatTurn(run_input.thread_id, run_input.run_id, question.strip(), history)
+
+
+def _text(content: Any) -> str:
+    """A message's text (the text parts of a multimodal one)."""
+    if isinstance(content, list):
+        return " ".join(getattr(part, "text", "") or "" for part in content)
+    return content if isinstance(content, str) else ""
+
+
+def _history(run_input: RunAgentInput, upto: int) -> list[ChatMessage]:
+    """The user, assistant and system messages with text before the question."""
+    history = []
+    for message in run_input.messages[:upto]:
+        text = _text(getattr(message, "content", None))
+        if message.role in _ROLES and text.strip():
+            history.append(ChatMessage(role=_ROLES[message.role], content=text))
+    return history
+
+
+async def start_run(server: WorkflowServer, name: str, turn: ChatTurn) -> tuple[str, str]:
+    """Start `turn` on the server's workflow `name` as run-nowait does: (handler id, run id)."""
+    # llama-agents-server 0.8.0 starts runs in process only through its service (the same
+    # call its run-nowait endpoint makes), so the run is persisted and listed like any other.
+    service = server._service
+    workflow = service.get_workflow(name)
+    if workflow is None:
+        raise BadRequest(404, f"Unknown workflow {name!r}.")
+    start = workflow.start_event_class.model_validate(
+        {"user_msg": turn.question, "chat_history": turn.history}
+    )
+    data = await service.start_workflow(workflow, uuid.uuid4().hex, start_event=start)
+    if data.run_id is None:
+        raise BadRequest(409, f"The run of {name!r} did not start.")
+    return data.handler_id, data.run_id
 
 
 async def agui_events(
-    workflow: Workflow, question: str, thread_id: str, run_id: str
+    server: WorkflowServer,
+    store: AbstractWorkflowStore,
+    turn: ChatTurn,
+    ids: tuple[str, str],
+    gone: Callable[[], Awaitable[bool]],
 ) -> AsyncIterator[str]:
-    """Run `workflow` on `question`; yield its AG-UI events as SSE lines.
+    """Yield the AG-UI events (SSE lines) of the stored run `ids` (handler id, run id).
 
-    The run is cancelled if the client goes away (the generator is closed).
+    If the stream stops before the run ends, the run is cancelled when the client went
+    away (`gone`), and kept when the server is shutting down (it resumes on restart).
     """
+    from ag_ui.core import CustomEvent
     from ag_ui.encoder import EventEncoder
 
     encoder = EventEncoder()
-    translator = AGUITranslator(thread_id, run_id)
-    for event in translator.start(question):
+    translator = AGUITranslator(turn.thread_id, turn.run_id)
+    handler_id, run_id = ids
+    for event in translator.start(turn.question):
         yield encoder.encode(event)
-    handler = workflow.run(user_msg=question)
+    yield encoder.encode(CustomEvent(name="handler", value={"handler_id": handler_id}))
+    ended = False
     try:
-        async for ev in handler.stream_events():
-            for event in translator.translate(ev):
+        async for stored in store.subscribe_events(run_id, after_sequence=-1):
+            events, ended = _translate(translator, stored)
+            for event in events:
                 yield encoder.encode(event)
-        await handler
-    except Exception as e:  # the run failed: the client gets RUN_ERROR, not a torn stream
-        for event in translator.fail(f"{type(e).__name__}: {e}"):
-            yield encoder.encode(event)
     finally:
-        if not handler.done():
-            handler.cancel()
-            await asyncio.gather(handler, return_exceptions=True)
+        if not ended:
+            with anyio.CancelScope(shield=True):  # this task is being cancelled
+                if await gone():
+                    await server._service.cancel_handler(handler_id)
 
 
-def agui_route(workflows: Mapping[str, Workflow]) -> Route:
-    """The ``POST /agui/{name}`` route for `workflows`."""
+def _translate(translator: AGUITranslator, stored: StoredEvent) -> tuple[list[BaseEvent], bool]:
+    """AG-UI events for one stored event, and whether it ended the run."""
+    envelope = stored.event
+    kinds = {envelope.type, *(envelope.types or [])}
+    if envelope.type in FAILED:
+        error = envelope.value.get("exception") or envelope.value.get("error")
+        if isinstance(error, dict):  # a stored exception: its type and message
+            error = error.get("exception_message") or error.get("exception_type")
+        detail = error or envelope.type.removesuffix("Event").removeprefix("Workflow").lower()
+        return translator.fail(f"The run ended without an answer: {detail}"), True
+    if "StopEvent" in kinds:
+        return translator.translate(StopEvent(result=_answer(envelope.value.get("result")))), True
+    shown = SHOWN.get(envelope.type)
+    if shown is None:
+        return [], False
+    return translator.translate(shown.model_validate(envelope.value)), False
+
+
+def _answer(result: Any) -> str:
+    """The answer text of a stored result (an agent's output is stored as its fields)."""
+    from llama_index.core.agent.workflow import AgentOutput
+    from pydantic import ValidationError
+
+    if isinstance(result, dict) and "response" in result:
+        try:
+            return str(AgentOutput.model_validate(result))
+        except ValidationError:
+            pass
+    return "" if result is None else str(result)
+
+
+def agui_route(
+    server: WorkflowServer, store: AbstractWorkflowStore, workflows: Mapping[str, Workflow]
+) -> Route:
+    """The ``POST /agui/{name}`` route: runs of `workflows` on `server`, streamed from `store`."""
 
     async def endpoint(request: Request) -> Response:
         try:
             name = request.path_params["name"]
             if name not in workflows:
                 raise BadRequest(404, f"Unknown workflow {name!r}.")
-            thread_id, run_id, question = question_of(parse_json_object(await request.body()))
+            turn = question_of(parse_json_object(await request.body()))
+            ids = await start_run(server, name, turn)
         except BadRequest as e:
             return JSONResponse({"detail": e.detail}, status_code=e.status)
-        stream = agui_events(workflows[name], question, thread_id, run_id)
-        return StreamingResponse(stream, media_type="text/event-stream")
+        stream = agui_events(server, store, turn, ids, request.is_disconnected)
+        headers = {"x-handler-id": ids[0], "cache-control": "no-cache"}
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
     return Route("/agui/{name}", endpoint, methods=["POST"])

@@ -4,7 +4,9 @@ Everything is one Starlette app (the workflow server's own, so its lifespan, COR
 error handlers apply): the server's built-in UI, which loads from a CDN, is replaced by
 the page in ``static/``; ``/api/info`` tells the page what is served, ``/api/runs``
 lists runs with their questions, ``/api/runs/{handler_id}/mermaid`` draws one;
-``/agui/{name}`` speaks AG-UI. A :class:`~llm_compiler.serving.guard.RequestGuard` wraps it all.
+``/agui/{name}`` speaks AG-UI; ``POST /events/{id}`` only takes what clients may send
+(:mod:`~llm_compiler.serving.client_events`). A :class:`~llm_compiler.serving.guard.RequestGuard`
+wraps it all, and a :class:`~llm_compiler.serving.security.SecurityGuard` wraps that.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -27,6 +31,7 @@ from llm_compiler.errors import ConfigurationError
 from llm_compiler.events import PlanApprovalResponse
 from llm_compiler.serving.guard import MAX_BODY_BYTES, ASGIApp, RequestGuard
 from llm_compiler.serving.mermaid import to_mermaid
+from llm_compiler.serving.security import SecurityGuard, SecurityPolicy
 
 if TYPE_CHECKING:
     from llama_agents.server import AbstractWorkflowStore, WorkflowServer
@@ -44,16 +49,18 @@ class ServedApp:
     """What :func:`build_app` returns.
 
     Attributes:
-        app: The ASGI app to serve (guard, then the workflow server's Starlette app).
+        app: The ASGI app to serve (guards, then the workflow server's Starlette app).
         server: The ``WorkflowServer`` (``start()``/``stop()`` it when not served by
             uvicorn's lifespan).
         info: What ``/api/info`` returns.
+        policy: Who may use the server (hosts, origins, token).
     """
 
     app: ASGIApp
     server: WorkflowServer
     info: dict[str, Any] = field(default_factory=dict)
     durable: Durable | None = None
+    policy: SecurityPolicy = field(default_factory=SecurityPolicy)
 
 
 def make_store(spec: str | None) -> AbstractWorkflowStore | None:
@@ -88,6 +95,7 @@ def build_app(
     max_body: int = MAX_BODY_BYTES,
     durable: Durable | None = None,
     max_runs: int | None = None,
+    policy: SecurityPolicy | None = None,
 ) -> ServedApp:
     """Build the app serving `workflows` (name -> workflow) with the live page.
 
@@ -101,9 +109,11 @@ def build_app(
             crashes and workers sharing its Postgres share the runs; `store` is ignored.
         max_runs: Runs of each workflow this process holds at once (the rest wait; with
             `durable`, in the database for any worker).
+        policy: Who may use the server (default: loopback names, same origin, no token).
     """
 
     from llm_compiler.serving.agui import agui_route
+    from llm_compiler.serving.client_events import gate_route
 
     if not workflows:
         raise ConfigurationError("Give at least one workflow to serve.")
@@ -116,11 +126,13 @@ def build_app(
     }
     # Only a compiler run's state is a CompilerState (the question is read from it).
     compilers = {n for n, w in workflows.items() if isinstance(w, LLMCompilerWorkflow)}
-    server, store = _workflow_server(workflows.values(), store, durable, max_runs)
+    policy = policy or SecurityPolicy()
+    server, store = _workflow_server(workflows.values(), store, durable, max_runs, cors(policy))
+    extras: dict[str, list[type[Event]]] = {}
     for name, workflow in workflows.items():
         # A human's plan verdict is sent to a running compiler with POST /events/{id}.
-        extra: list[type[Event]] | None = [PlanApprovalResponse] if name in compilers else None
-        server.add_workflow(name, workflow, additional_events=extra)
+        extras[name] = [PlanApprovalResponse] if name in compilers else []
+        server.add_workflow(name, workflow, additional_events=extras[name] or None)
     payload = {
         "workflows": list(workflows),
         "default": COMPILER if COMPILER in workflows else next(iter(workflows)),
@@ -154,13 +166,26 @@ def build_app(
         Route("/api/runs", api_runs, methods=["GET"]),
         Route("/api/runs/{handler_id}/mermaid", api_mermaid, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="page"),
-        agui_route(workflows),
+        agui_route(server, store, workflows),
     ]
     # Ours first; the server's CDN-loading UI (its catch-all mount named "ui") goes.
     kept = [r for r in server.app.router.routes if getattr(r, "name", None) != "ui"]
+    routes.append(gate_route(store, workflows, extras, kept))
     server.app.router.routes[:] = routes + kept
     guarded = RequestGuard(server.app, workflows=list(workflows), max_body=max_body)
-    return ServedApp(app=guarded, server=server, info=payload, durable=durable)
+    app = SecurityGuard(guarded, policy)
+    return ServedApp(app=app, server=server, info=payload, policy=policy, durable=durable)
+
+
+def cors(policy: SecurityPolicy) -> Middleware:
+    """CORS for the listed origins only, without credentials (the token is a header)."""
+    return Middleware(
+        CORSMiddleware,
+        allow_origins=sorted(policy.allow_origins),
+        allow_methods=["GET", "POST"],
+        allow_headers=["authorization", "content-type", "last-event-id"],
+        allow_credentials=False,
+    )
 
 
 def _workflow_server(
@@ -168,6 +193,7 @@ def _workflow_server(
     store: AbstractWorkflowStore | None,
     durable: Durable | None,
     max_runs: int | None,
+    middleware: Middleware,
 ) -> tuple[WorkflowServer, AbstractWorkflowStore]:
     """The workflow server on DBOS (`durable`) or on `store`, with the run cap applied."""
     from llama_agents.server import MemoryWorkflowStore, WorkflowServer
@@ -180,9 +206,10 @@ def _workflow_server(
             workflow._num_concurrent_runs = max_runs
     if durable is None:
         store = store or MemoryWorkflowStore()
-        return WorkflowServer(workflow_store=store), store
+        return WorkflowServer(workflow_store=store, middleware=[middleware]), store
     runtime = durable.server_runtime()
-    return WorkflowServer(runtime=runtime, workflow_store=durable.store), durable.store
+    server = WorkflowServer(runtime=runtime, workflow_store=durable.store, middleware=[middleware])
+    return server, durable.store
 
 
 async def recent_runs(

@@ -57,9 +57,9 @@ class RequestGuard:
             body = await self._read_body(scope, receive)
             check_request(scope["path"], body, self.workflows)
         except BadRequest as e:
-            await _reply(send, e.status, e.detail)
+            await reply(send, e.status, e.detail)
             return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay(body, receive), send)
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
         length = dict(scope.get("headers") or []).get(b"content-length")
@@ -114,24 +114,30 @@ def _check_start_event(data: dict[str, Any]) -> None:
     question = start.get("user_msg")
     if not isinstance(question, str) or not question.strip():
         raise BadRequest(400, "start_event.user_msg must be a non-empty question.")
+    if start.get("compiler_run_id") is not None:  # it keys the run's events and journal
+        raise BadRequest(400, "start_event.compiler_run_id is chosen by the server, not a client.")
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
     """A receive callable that yields `body` once, then defers to the real one."""
     sent = False
 
-    async def replay() -> Message:
+    async def once() -> Message:
         nonlocal sent
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
         return await receive()
 
-    return replay
+    return once
 
 
-async def _reply(send: Send, status: int, detail: str) -> None:
+async def reply(
+    send: Send, status: int, detail: str, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """Answer with `status` and ``{"detail": detail}``."""
     payload = json.dumps({"detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
+    headers += extra or []
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})

@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import sys
 from collections.abc import Callable
 from typing import Any
 
+from llm_compiler.errors import ConfigurationError
 from llm_compiler.serving.app import ServedApp
+from llm_compiler.serving.security import SecurityPolicy
 
 LOOPBACK = "127.0.0.1"
 
@@ -21,6 +24,27 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def check_exposure(policy: SecurityPolicy, host: str) -> None:
+    """Refuse to serve beyond loopback without a token, unless the policy says insecure.
+
+    Raises:
+        ConfigurationError: `host` is reachable from other machines and no token is set.
+    """
+    if is_loopback(host) or policy.token is not None:
+        return
+    if not policy.insecure:
+        raise ConfigurationError(
+            f"Refusing to serve on {host} without a token: anyone who can reach it could run "
+            "tools. Set LLM_COMPILER_TOKEN (or --token), or pass --insecure to serve anyway."
+        )
+    print(  # noqa: T201
+        f"WARNING: --insecure: serving on {host} WITHOUT A TOKEN; anyone who can reach "
+        "this address can run tools on this machine.",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def bound_socket(host: str, port: int) -> socket.socket:
@@ -54,9 +78,14 @@ async def serve(
         sock: An already bound socket (then `host` and `port` only name it).
         stop: Set it to shut the server down gracefully.
         uvicorn_options: Passed to ``uvicorn.Config`` (e.g. ``log_level``).
+
+    Raises:
+        ConfigurationError: `host` is not loopback and the app has no token (see
+            :func:`check_exposure`).
     """
     import uvicorn
 
+    check_exposure(served.policy, host)
     sock = sock or bound_socket(host, port)
     actual = sock.getsockname()[1]
     config = uvicorn.Config(

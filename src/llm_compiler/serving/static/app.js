@@ -12,6 +12,30 @@ const GANTT_W = 760, BAR_H = 18, LABEL_W = 150;
 // Exposed for tests and benchmarks: the current run and its measurements.
 const page = (window.compilerPage = { run: null, latencies: [] });
 
+// The server's token, if it has one: handed over once in the URL fragment (#token=..., never
+// sent to the server), kept for this tab in sessionStorage and sent as a header with every
+// request to this server, the event stream included (so it is read with fetch: EventSource
+// sends no headers). fetch itself is wrapped, so no request of the page can go without it.
+const TOKEN_KEY = "llm-compiler-token";
+const handed = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+if (handed) {
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(handed[1]));
+  history.replaceState(history.state, "", location.pathname + location.search);
+}
+const pageFetch = window.fetch.bind(window);
+window.fetch = async (path, options = {}) => {
+  if (typeof path !== "string" || !path.startsWith("/")) return pageFetch(path, options);
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const headers = new Headers(options.headers || {});
+  if (token) headers.set("authorization", `Bearer ${token}`);
+  const r = await pageFetch(path, { ...options, headers });
+  if (r.status === 401) {
+    $("error").textContent = "This server needs its token: open the page with the URL llm-compiler serve printed (it ends in #token=…).";
+    $("error").hidden = false;
+  }
+  return r;
+};
+
 function el(tag, attrs = {}, parent = null, text = null) {
   const node = document.createElementNS(SVGNS, tag);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
@@ -315,7 +339,7 @@ class Run {
   }
 
   close() {
-    if (this.source) this.source.close();
+    if (this.source) this.source.abort();
     this.source = null;
     $("cancel").hidden = true;
     this.gantt();
@@ -325,16 +349,50 @@ class Run {
   subscribe() {
     status("Connecting…");
     $("cancel").hidden = false;
-    // -1: from the first event (the server's default, "now", would drop earlier ones).
-    // On a dropped connection the browser resends Last-Event-ID and the server resumes.
-    const source = (this.source = new EventSource(`/events/${encodeURIComponent(this.id)}?after_sequence=-1`));
-    source.onmessage = (msg) => {
-      const env = JSON.parse(msg.data);
+    this.source = new AbortController();
+    this.follow(this.source.signal);
+  }
+
+  // The run's SSE stream, read with fetch and parsed frame by frame. It starts at
+  // after_sequence=-1 (the server's default, "now", would drop earlier events); after a
+  // dropped connection it resumes after the last event seen, as EventSource would.
+  async follow(signal) {
+    let last = "-1";
+    for (let tries = 0; tries < 5 && !this.finished && !signal.aborted; tries++) {
+      try {
+        const r = await fetch(`/events/${encodeURIComponent(this.id)}?after_sequence=${last}`, { signal });
+        if (r.status !== 200 || !r.body) break;
+        tries = 0;
+        const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+          buffer += chunk.value;
+          let cut;
+          while ((cut = buffer.indexOf("\n\n")) >= 0) {
+            last = this.frame(buffer.slice(0, cut)) ?? last;
+            buffer = buffer.slice(cut + 2);
+          }
+        }
+      } catch (e) {
+        if (signal.aborted) return;
+      }
+      if (!this.finished && !signal.aborted) await new Promise((ok) => setTimeout(ok, 1000));
+    }
+    if (!this.finished && !signal.aborted) this.settle();
+  }
+
+  // One SSE frame ("id: n" and "data: {...}" lines): handle its event, return its id.
+  frame(text) {
+    let id = null, data = "";
+    for (const line of text.split("\n")) {
+      if (line.startsWith("id:")) id = line.slice(3).trim();
+      else if (line.startsWith("data:")) data += line.slice(5).trimStart();
+    }
+    if (data) {
+      const env = JSON.parse(data);
       this.handle(env.type, env.value || {});
-    };
-    source.onerror = () => {
-      if (source.readyState === EventSource.CLOSED && !this.finished) this.settle();
-    };
+    }
+    return id;
   }
 
   // The stream ended without a final event (e.g. 204: the run was over): ask its status.
@@ -398,8 +456,18 @@ async function loadRuns() {
   }
 }
 
+// The Mermaid chart needs the token too: fetched, then shown from a local blob.
+async function openChart(event) {
+  if (!sessionStorage.getItem(TOKEN_KEY)) return; // no token: the plain link works
+  event.preventDefault();
+  const r = await fetch($("mermaid").getAttribute("href"));
+  if (r.ok) window.open(URL.createObjectURL(new Blob([await r.text()], { type: "text/plain" })), "_blank");
+}
+
 async function init() {
-  const info = await (await fetch("/api/info")).json();
+  const r = await fetch("/api/info");
+  if (!r.ok) return;
+  const info = await r.json();
   const question = $("question");
   if (info.question) question.placeholder = `e.g. ${info.question}`;
   // The sample question, unless the user has started typing while this loaded.
@@ -411,7 +479,9 @@ async function init() {
   }
   $("workflow").value = info.default;
   $("ask").addEventListener("submit", ask);
-  $("cancel").addEventListener("click", () => page.run && fetch(`/handlers/${encodeURIComponent(page.run.id)}/cancel`, { method: "POST" }));
+  const json = { "content-type": "application/json" };
+  $("cancel").addEventListener("click", () => page.run && fetch(`/handlers/${encodeURIComponent(page.run.id)}/cancel`, { method: "POST", headers: json, body: "{}" }));
+  $("mermaid").addEventListener("click", openChart);
   $("d-close").addEventListener("click", () => ($("details").hidden = true));
   window.addEventListener("popstate", () => {
     const id = new URLSearchParams(location.search).get("run");

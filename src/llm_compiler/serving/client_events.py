@@ -1,0 +1,158 @@
+"""``POST /events/{handler_id}``: only the events a client may send reach a run.
+
+The workflow server accepts any event type of a workflow there, engine events included: a
+forged ``TaskReady`` would run a tool no plan contained. This route stands in front of the
+server's own: it accepts only human-response events (``HumanResponseEvent`` subclasses the
+workflow consumes or was registered with, e.g. :class:`~llm_compiler.events.PlanApprovalResponse`),
+checks that a plan approval answers the plan waiting (same run, same round), and passes
+the event on, re-encoded from the validated object, to the server's endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from starlette.routing import Route
+from workflows import Workflow
+from workflows.events import Event, HumanResponseEvent
+
+from llm_compiler.engine.state import CompilerState
+from llm_compiler.events import PlanApprovalResponse
+from llm_compiler.serving.guard import (
+    BadRequest,
+    Receive,
+    Scope,
+    Send,
+    parse_json_object,
+    replay,
+    reply,
+)
+
+if TYPE_CHECKING:
+    from llama_agents.server import AbstractWorkflowStore
+
+
+def client_event_types(
+    workflow: Workflow, extra: Sequence[type[Event]] = ()
+) -> dict[str, type[Event]]:
+    """The events clients may send to a run of `workflow`: its human-response events."""
+    events = [*workflow.events, *extra]
+    return {e.__name__: e for e in events if issubclass(e, HumanResponseEvent)}
+
+
+class ClientEventGate:
+    """The ASGI endpoint of ``POST /events/{handler_id}`` in front of the server's.
+
+    Args:
+        store: The workflow store (to find the run a handler id names, and its state).
+        accepted: Workflow name -> event type name -> type, from :func:`client_event_types`.
+        forward: The workflow server's own route for the same path and method.
+    """
+
+    def __init__(
+        self,
+        store: AbstractWorkflowStore,
+        accepted: Mapping[str, Mapping[str, type[Event]]],
+        forward: Route,
+    ) -> None:
+        self.store = store
+        self.accepted = accepted
+        self.forward = forward
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            body = await _body(receive)
+            checked = await self.check(scope["path_params"]["handler_id"], body)
+        except BadRequest as e:
+            await reply(send, e.status, e.detail)
+            return
+        await self.forward.handle(scope, replay(checked, receive), send)
+
+    async def check(self, handler_id: str, body: bytes) -> bytes:
+        """The body to forward (the validated event, re-encoded), or :class:`BadRequest`."""
+        from llama_agents.server import HandlerQuery
+
+        data = parse_json_object(body)
+        found = await self.store.query(HandlerQuery(handler_id_in=[handler_id]))
+        if not found:
+            raise BadRequest(404, f"No run with handler id {handler_id!r}.")
+        handler = found[0]
+        event = self._event(handler.workflow_name, data.get("event"))
+        if isinstance(event, PlanApprovalResponse):
+            await self._check_approval(handler.run_id, event)
+        envelope = {"type": type(event).__name__, "value": event.model_dump(mode="json")}
+        step = data.get("step")
+        return json.dumps({"event": envelope, **({"step": step} if step else {})}).encode()
+
+    def _event(self, workflow: str, envelope: Any) -> Event:
+        """The event a client sent, if its type is one clients may send; else BadRequest."""
+        if isinstance(envelope, str):  # the server also takes the envelope JSON-encoded
+            try:
+                envelope = json.loads(envelope)
+            except ValueError:
+                raise BadRequest(400, "The event must be a JSON object.") from None
+        if not isinstance(envelope, dict) or not isinstance(envelope.get("type"), str):
+            raise BadRequest(400, 'Send {"event": {"type": "<EventName>", "value": {...}}}.')
+        accepted = self.accepted.get(workflow, {})
+        kind = envelope["type"]
+        if kind not in accepted:
+            allowed = ", ".join(sorted(accepted)) or "none"
+            raise BadRequest(
+                403, f"Clients may not send {kind} events; a {workflow} run accepts: {allowed}."
+            )
+        value = envelope.get("value", envelope.get("data", {}))
+        try:
+            return accepted[kind].model_validate(value)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "value"
+            raise BadRequest(400, f"Invalid {kind}: {where}: {first['msg']}.") from None
+
+    async def _check_approval(self, run_id: str | None, event: PlanApprovalResponse) -> None:
+        held = None
+        if run_id is not None:
+            try:
+                held = (await self.store.create_state_store(run_id, CompilerState).get_state()).held
+            except Exception:  # no state saved yet, or not a compiler's: nothing waits
+                held = None
+        if held is None:
+            raise BadRequest(409, "No plan of this run is waiting for approval.")
+        if (event.run_id, event.round) != (held.run_id, held.round):
+            raise BadRequest(
+                409,
+                f"This approval answers run {event.run_id!r} round {event.round}, but the plan "
+                f"waiting is run {held.run_id!r} round {held.round}.",
+            )
+
+
+async def _body(receive: Receive) -> bytes:
+    """The whole request body (the guard in front already bounded its size)."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise BadRequest(400, "Client disconnected before sending the body.")
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def gate_route(
+    store: AbstractWorkflowStore,
+    workflows: Mapping[str, Workflow],
+    extras: Mapping[str, Sequence[type[Event]]],
+    server_routes: Sequence[Any],
+) -> Route:
+    """The gated ``POST /events/{handler_id}`` route (listed before the server's own)."""
+    forward = next(
+        r
+        for r in server_routes
+        if isinstance(r, Route) and r.path == "/events/{handler_id}" and "POST" in (r.methods or ())
+    )
+    accepted = {n: client_event_types(w, extras.get(n, ())) for n, w in workflows.items()}
+    return Route(
+        "/events/{handler_id}", ClientEventGate(store, accepted, forward), methods=["POST"]
+    )
