@@ -11,7 +11,16 @@ from .crash_app import ANSWER
 from .test_crash import answer_of
 
 pytestmark = pytest.mark.timeout(150)
-APPROVE = {"event": {"type": "PlanApprovalResponse", "value": {"action": "approve"}}}
+
+
+def approve(request: dict) -> dict:
+    """The body approving a ``PlanApprovalRequest`` event's plan (naming its run and round)."""
+    value = {
+        "action": "approve",
+        "run_id": request["value"]["run_id"],
+        "round": request["value"]["round"],
+    }
+    return {"event": {"type": "PlanApprovalResponse", "value": value}}
 
 
 def test_workers_share_runs_and_finish_those_of_a_killed_worker(database, calls: Calls, workers):
@@ -20,7 +29,8 @@ def test_workers_share_runs_and_finish_those_of_a_killed_worker(database, calls:
     a = w1.start_run()  # held at its slow tool
     c = w1.start_run(mode="approve")  # waits for a human
     calls.wait_for("blocked", "tool")
-    assert w1.events(c, stop_at="PlanApprovalRequest")[-1]["type"] == "PlanApprovalRequest"
+    c_request = w1.events(c, stop_at="PlanApprovalRequest")[-1]
+    assert c_request["type"] == "PlanApprovalRequest"
 
     w2 = Worker(database, calls, "--max-runs", "1")
     workers.append(w2)
@@ -29,10 +39,10 @@ def test_workers_share_runs_and_finish_those_of_a_killed_worker(database, calls:
 
     d = w2.start_run(mode="approve")
     w2.events(d, stop_at="PlanApprovalRequest")
-    assert w1.client.post(f"/handlers/{d}/cancel").status_code == 200  # through the other
+    assert w1.client.post(f"/handlers/{d}/cancel", json={}).status_code == 200  # through the other
     assert w2.wait_done(d)["status"] == "cancelled"
 
-    assert w2.client.post(f"/events/{c}", json=APPROVE).status_code == 200  # c is on w1
+    assert w2.client.post(f"/events/{c}", json=approve(c_request)).status_code == 200  # on w1
     calls.wait_for("blocked", "tool", n=2)
     w2.events(
         c,
@@ -75,7 +85,7 @@ def test_a_run_waiting_for_approval_leaves_memory_and_comes_back(database, calls
     worker = Worker(database, calls, "--idle-release", "0.5")
     workers.append(worker)
     handler_id = worker.start_run(mode="approve")
-    worker.events(handler_id, stop_at="PlanApprovalRequest")
+    request = worker.events(handler_id, stop_at="PlanApprovalRequest")[-1]
     run_id = worker.client.get(f"/handlers/{handler_id}").json()["run_id"]
     query = "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = %s"
     deadline = time.monotonic() + 30
@@ -86,6 +96,6 @@ def test_a_run_waiting_for_approval_leaves_memory_and_comes_back(database, calls
             time.sleep(0.1)
     # ...while the run itself still waits, and the verdict loads it again.
     assert worker.client.get(f"/handlers/{handler_id}").json()["status"] == "running"
-    assert worker.client.post(f"/events/{handler_id}", json=APPROVE).status_code == 200
+    assert worker.client.post(f"/events/{handler_id}", json=approve(request)).status_code == 200
     assert answer_of(worker.wait_done(handler_id)) == ANSWER
     assert calls.count("llm", "planner") == 1
