@@ -1,5 +1,9 @@
 """Durable runs: the engine on llama-agents-dbos (DBOS, on SQLite or Postgres).
 
+Served: ``llm-compiler serve --store postgresql://...`` (any number of workers sharing the
+runs; :func:`open_durable`, :mod:`.workers`) or ``--store sqlite:///runs.db`` (one worker).
+In your own process, :func:`dbos_runtime` (below).
+
 Needs the ``durable`` extra (``pip install 'llm-compiler[durable]'``). The engine itself
 imports nothing from here: durability wraps it from outside, as a workflow runtime::
 
@@ -37,6 +41,8 @@ check may repeat its side effect once.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from llm_compiler.errors import ConfigurationError
@@ -44,7 +50,50 @@ from llm_compiler.errors import ConfigurationError
 if TYPE_CHECKING:
     from llama_agents.dbos import DBOSRuntime
 
-__all__ = ["dbos_runtime"]
+_NEEDED = {
+    "llama_agents.dbos": "llama-agents-dbos",
+    "dbos": "dbos",
+    "asyncpg": "asyncpg",
+    "psycopg": "psycopg",
+}
+
+
+def check_installed() -> None:
+    """Raise a one-line :class:`ConfigurationError` naming what the durable extra lacks."""
+    missing = [dist for mod, dist in _NEEDED.items() if _find(mod) is None]
+    if missing:
+        raise ConfigurationError(
+            f"A durable store needs {', '.join(missing)}: pip install 'llm-compiler[durable]'"
+        )
+
+
+def _find(module: str) -> object:
+    try:
+        return importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        return None
+
+
+_EXPORTS = {
+    "Durable": "backend",
+    "open_durable": "backend",
+    "RunResumed": "events",
+    "StoreSpec": "spec",
+    "parse_store": "spec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the serving side on first use, after checking the ``durable`` extra is there."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if _EXPORTS[name] not in ("spec", "events"):
+        check_installed()
+    module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
+    return getattr(module, name)
+
+
+__all__ = [*_EXPORTS, "check_installed", "dbos_runtime"]
 
 
 def dbos_runtime(

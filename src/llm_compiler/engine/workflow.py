@@ -211,7 +211,13 @@ class LLMCompilerWorkflow(Workflow):
             return None  # it answers another plan (late, duplicate or forged)
         verdict = state.verdict
         if verdict is None:
-            verdict = ev.model_copy()
+            verdict = PlanApprovalResponse(
+                run_id=ev.run_id,
+                round=ev.round,
+                action=ev.action,
+                plan_text=ev.plan_text,
+                reason=ev.reason,
+            )
             async with ctx.store.edit_state() as s:
                 s.verdict = verdict
             state.verdict = verdict
