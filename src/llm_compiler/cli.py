@@ -117,21 +117,19 @@ async def _tool_options(stack: AsyncExitStack, mcp: Sequence[str]) -> dict[str, 
 
 async def run_server(args: argparse.Namespace) -> None:
     """Build the app for `args` and serve it until interrupted."""
-    from llm_compiler.serving import make_store
-
-    store = make_store(args.store)
     if args.prices:  # checked now; every workflow built below reads it (see tracing.prices)
         load_prices(args.prices)
         os.environ[PRICES_ENV] = args.prices
     stop_export = start_export(args.otlp_endpoint)
     try:
-        await _serve(args, store)
+        await _serve(args)
     finally:
         if stop_export is not None:
             await asyncio.to_thread(stop_export)  # flushes the last spans
 
 
-async def _serve(args: argparse.Namespace, store: Any) -> None:
+async def _serve(args: argparse.Namespace) -> None:
+    from llm_compiler.durable.spec import parse_store
     from llm_compiler.serving import build_app, serve
     from llm_compiler.serving.server import check_exposure
 
@@ -148,15 +146,24 @@ async def _serve(args: argparse.Namespace, store: Any) -> None:
             "--allow-host NAME for each name or address other machines use to reach it."
         )
     announce = partial(_announce, policy.token)
+    spec = parse_store(args.store)
+    durable = None
+    if spec.durable:
+        from llm_compiler.durable import open_durable
+
+        durable = await open_durable(spec)
+        durable.idle_release = args.idle_release
+        print(f"Runs are kept in {spec.shown} (worker {durable.worker}).", flush=True)  # noqa: T201
+    options: dict[str, Any] = {"durable": durable, "max_runs": args.max_runs, "policy": policy}
     if args.workflow:
         workflows = load_workflows(args.workflow)
         model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
-        served = build_app(workflows, store=store, info={"model": model}, policy=policy)
+        served = build_app(workflows, info={"model": model}, **options)
         await serve(served, args.host, args.port, on_ready=announce)
         return
     print("Starting the model…", flush=True)  # noqa: T201
     async with demo_workflows(args.prompt_cache, args.mcp) as (workflows, model):
-        served = build_app(workflows, store=store, info={"model": model}, policy=policy)
+        served = build_app(workflows, info={"model": model}, **options)
         await serve(served, args.host, args.port, on_ready=announce)
 
 
@@ -213,8 +220,23 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--store",
         default="memory",
-        help="where runs are kept: memory, sqlite:///path.db or postgresql://... "
-        "(default: %(default)s)",
+        help="where runs are kept: memory, sqlite:///path.db (durable, one worker) or "
+        "postgresql://... (durable, shared by every worker started on it) (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--idle-release",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="with a durable store, a run waiting for input (a plan approval) leaves memory "
+        "after this long; the next event loads it on any worker (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--max-runs",
+        type=_positive,
+        metavar="K",
+        help="runs this worker holds at once; the rest wait (in the database for any worker "
+        "with a durable store) (default: no cap)",
     )
     serve.add_argument(
         "--token",
@@ -263,6 +285,16 @@ def parser() -> argparse.ArgumentParser:
         "LLM_COMPILER_PRICES environment variable; OpenAI's models are built in)",
     )
     return top
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ completed plan lines comes as one ``PlanEvent``).
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Literal
 
 from llama_index.core.agent.workflow import AgentStream
@@ -50,7 +51,22 @@ class _RunEvent(Event):
     run_id: str = ""
 
 
-class PlanEvent(_RunEvent):
+def _event_id() -> str:
+    return uuid.uuid4().hex
+
+
+class _FactEvent(_RunEvent):
+    """An event that adds facts to the run (tasks, outcomes).
+
+    ``event_id`` names this one delivery: the scheduler journals the ids it took, so a
+    step run again after a crash recognizes its own event, and a second delivery of the
+    same fact (another ``TaskResult`` for a settled task) changes nothing.
+    """
+
+    event_id: str = Field(default_factory=_event_id)
+
+
+class PlanEvent(_FactEvent):
     """Emitted by the planner; consumed by the scheduler.
 
     While the plan streams, one ``PlanEvent`` (``complete=False``) carries the tasks whose
@@ -82,7 +98,8 @@ class PlanEvent(_RunEvent):
 class TaskReady(_RunEvent):
     """Emitted by the scheduler when a task's inputs are done; consumed by the executor.
 
-    ``args`` are the resolved keyword arguments the tool is called with.
+    ``args`` are the resolved keyword arguments the tool is called with (the executor
+    resolves them again from the run's facts: an event is never trusted to name them).
     """
 
     round: int
@@ -90,8 +107,19 @@ class TaskReady(_RunEvent):
     tool_name: str
     args: dict[str, Any] = Field(default_factory=dict)
 
+    @property
+    def idempotency_key(self) -> str:
+        """``run_id:round:task_id``: the same for every attempt of this call (see
+        :func:`llm_compiler.tools.idempotency_key`)."""
+        return idempotency_key(self.run_id, self.round, self.task_id)
 
-class TaskResult(_RunEvent):
+
+def idempotency_key(run_id: str, round: int, task_id: int) -> str:
+    """The stable key of one tool call of a run: ``run_id:round:task_id``."""
+    return f"{run_id}:{round}:{task_id}"
+
+
+class TaskResult(_FactEvent):
     """One per task: emitted by the executor, or by the scheduler for a task that cannot run.
 
     Attributes:

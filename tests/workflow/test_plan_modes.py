@@ -91,3 +91,19 @@ async def test_a_response_naming_another_run_or_round_is_ignored():
             )
             handler.ctx.send_event(ev.respond())
     assert str(await handler) == "A and B" and sorted(calls) == ["a", "b"]
+
+
+async def test_a_second_verdict_changes_nothing():
+    calls.clear()
+    llm = ScriptedLLM([PLAN.replace("3. nosuch(1)\n4.", "3."), FINISH.format("A and B")])
+    wf = LLMCompilerWorkflow(tools=[search], llm=llm)
+    handler = wf.run(user_msg="a and b?", mode="approve")
+    async for ev in handler.stream_events():
+        if isinstance(ev, PlanApprovalRequest):
+            handler.ctx.send_event(ev.respond())
+            handler.ctx.send_event(ev.respond())  # a double click
+            handler.ctx.send_event(ev.respond(action="reject"))  # too late
+    out = await handler
+    assert str(out) == "A and B" and sorted(calls) == ["a", "b"]  # each task ran once
+    state = await handler.ctx.store.get_state()
+    assert state.verdict is not None and state.verdict.action == "approve"

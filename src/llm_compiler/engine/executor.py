@@ -11,6 +11,7 @@ from llama_index.core.tools import BaseTool
 
 from llm_compiler.events import TaskReady, TaskResult
 from llm_compiler.tools import call_tool, jsonable, validate_arguments
+from llm_compiler.tools.calls import calling
 
 
 class _ToolRaisedTimeout(Exception):
@@ -40,6 +41,7 @@ async def run_task(
 ) -> TaskResult:
     """Validate arguments, call the tool under `timeout`, and report the outcome.
 
+    The tool sees the call's stable :func:`~llm_compiler.tools.calls.idempotency_key`.
     A tool that raises anything (``TimeoutError`` and ``CancelledError`` included) gives
     an error observation; only a cancellation of the run itself propagates. An output
     longer than `max_chars` (as JSON) is cut to that many characters of text.
@@ -50,8 +52,9 @@ async def run_task(
         if tool is None:
             raise LookupError(f"This run has no tool {ev.tool_name!r}.")
         kwargs = validate_arguments(tool, ev.args)
-        call = call_tool(tool, kwargs, context)
-        output = jsonable(await asyncio.wait_for(_own_timeouts_only(call), timeout))
+        with calling(ev.idempotency_key):
+            call = call_tool(tool, kwargs, context)
+            output = jsonable(await asyncio.wait_for(_own_timeouts_only(call), timeout))
         output = bounded(output, max_chars)
         is_error = False
     except asyncio.CancelledError as e:

@@ -133,9 +133,11 @@ class Planner:
             prompt=prompt,
             tools=list(state.toolset),
             round=state.round,
-            next_id=state.next_id(),
-            known_ids=frozenset(state.tasks),
-            taken_ids=frozenset(state.taken_ids()),
+            # Earlier rounds only: a round planned again after a crash numbers its tasks
+            # as the first time, so the ones it already admitted keep their ids.
+            next_id=state.next_id(state.round),
+            known_ids=frozenset(i for i, t in state.tasks.items() if t.round < state.round),
+            taken_ids=frozenset(state.taken_ids(state.round)),
             max_tasks=self.config.max_tasks,
             constrained=constrained,
             max_plan_chars=self.config.max_plan_chars,

@@ -22,13 +22,14 @@ import contextlib
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from workflows import Context
 from workflows.handler import WorkflowHandler
 
 from llm_compiler.events import CompilerStartEvent
+from llm_compiler.tools import ToolSet
 
 #: Ids of superseded runs remembered per workflow instance.
 RETIRED_RUNS_KEPT = 10_000
@@ -50,14 +51,13 @@ class RunRegistry:
         """Give the run about to start its id (in its start event); retire the run it
         supersedes on `ctx`. Returns the id and the start event to use.
 
-        The id is the workflow run's own (``handler.run_id``, the ``run_id`` a workflow
-        server answers): the one a caller passed as ``run_id=``, else the start event's,
-        else a new one, which is then passed on as ``run_id=`` too. One run, one id.
+        The id is ``run_id=`` when the caller gives one (a durable runtime starts a run
+        once per id, and the same id names the same run after a restart), else new; a new
+        one is passed on as ``run_id=`` too, so ``handler.run_id`` (and the ``run_id`` a
+        workflow server answers) is the id every event of the run carries. One run, one id.
         """
         given = kwargs.get("run_id")
-        if not given and isinstance(start_event, CompilerStartEvent):
-            given = start_event.compiler_run_id
-        run_id = str(given or uuid.uuid4().hex)
+        run_id = given if isinstance(given, str) and given else uuid.uuid4().hex
         kwargs["run_id"] = run_id
         if start_event is None:
             kwargs["compiler_run_id"] = run_id
@@ -107,3 +107,33 @@ class RunRegistry:
     def retired(self, run_id: str) -> bool:
         """Whether a newer question on the same context superseded `run_id`."""
         return run_id in self._retired
+
+
+class RunTools:
+    """Each run's tool set, chosen once per run and kept by run id (a memo: the names
+    are in the run's state, and a process that resumes the run rebuilds the set once)."""
+
+    def __init__(self, kept: int = 1024) -> None:
+        self.kept = kept
+        self._sets: OrderedDict[str, asyncio.Future[ToolSet]] = OrderedDict()
+
+    async def get(self, run_id: str, build: Callable[[], Awaitable[ToolSet]]) -> ToolSet:
+        """The tools of `run_id`, built by `build` the first time (once, however many
+        steps ask at the same time)."""
+        future = self._sets.get(run_id)
+        if future is None or (future.done() and (future.cancelled() or future.exception())):
+            future = asyncio.ensure_future(build())
+            self._sets[run_id] = future
+            while len(self._sets) > self.kept:
+                self._sets.popitem(last=False)
+        self._sets.move_to_end(run_id)
+        return await asyncio.shield(future)
+
+    def put(self, run_id: str, tools: ToolSet) -> None:
+        """Record the tools a run was started with."""
+        future: asyncio.Future[ToolSet] = asyncio.get_running_loop().create_future()
+        future.set_result(tools)
+        self._sets[run_id] = future
+        self._sets.move_to_end(run_id)
+        while len(self._sets) > self.kept:
+            self._sets.popitem(last=False)

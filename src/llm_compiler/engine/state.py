@@ -4,7 +4,14 @@ Read it with ``await handler.ctx.store.get_state()``. Every field is JSON-safe (
 output that is not becomes its text), so a run's context survives ``to_dict`` and
 ``from_dict``; only ``memory`` and ``toolset`` (live objects) are left out of
 serialization and rebuilt on resume (the memory from ``transcript``, the tools from the
-workflow's tools and its retriever).
+workflow's tools and its retriever's choice, ``tool_names``).
+
+The state holds facts only: tasks (admitted once, by id), their outcomes (settled once),
+the scheduler's journal of the events it took (``log``), each round's plan and verdict,
+and the answer. Every write sets facts (never ``+=``), so a step that runs again after a
+crash, with its own writes already committed, writes the same values. The scheduler's
+bookkeeping (blocked, queued, running) is derived from ``log``
+(:mod:`llm_compiler.engine.scheduler`).
 """
 
 from __future__ import annotations
@@ -16,14 +23,14 @@ from llama_index.core.memory import BaseMemory
 from pydantic import BaseModel, ConfigDict, Field
 
 from llm_compiler.dialects.prompting import RoundRecord, TaskRecord
-from llm_compiler.events import PlanEvent, RunMode, TaskResult
+from llm_compiler.events import PlanApprovalResponse, PlanEvent, RunMode, TaskResult
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolSet
 from llm_compiler.tracing.usage import LLMCallUsage
 
 
 class TaskOutcome(BaseModel):
-    """The observation of a finished task."""
+    """The observation of a finished task (from the first ``TaskResult`` for it)."""
 
     output: Any = None
     is_error: bool = False
@@ -54,6 +61,22 @@ class RoundState(BaseModel):
     complete: bool = False
     joiner_thought: str | None = None
     replan_reason: str | None = None
+    plan_tokens: tuple[int, int] = (0, 0)
+    """The planner call's (prompt, completion) tokens, where reported."""
+    join_tokens: tuple[int, int] = (0, 0)
+    """The joiner calls' (prompt, completion) tokens, where reported."""
+
+
+class SchedStep(BaseModel):
+    """One event the scheduler took, as the facts it added: its entry in the journal."""
+
+    event_id: str
+    admit: list[int] = Field(default_factory=list)
+    """Tasks admitted, in order."""
+    settle: int | None = None
+    """The task this event settled."""
+    complete: bool = False
+    """Whether this event completed its round's plan."""
 
 
 class CompilerState(BaseModel):
@@ -63,7 +86,8 @@ class CompilerState(BaseModel):
         run_id: Identifies the current run; events of an earlier run on the same context
             (a cancelled turn's late results) are ignored.
         mode: How the run treats plans (see ``CompilerStartEvent``).
-        held: In ``approve`` mode, the complete plan waiting for a human.
+        held: In ``approve`` mode, the last round's complete plan, as made.
+        verdict: The verdict ``held`` got (None while it waits for one).
         question: The current user message.
         transcript: The conversation before the current question.
         tool_names: Tools this run may use (all, or the retriever's choice).
@@ -71,11 +95,12 @@ class CompilerState(BaseModel):
         replans: How many times the joiner asked to replan (capped by ``max_replans``).
         tasks: The plan DAG of every round, by task id (edges are ``PlanTask.deps``).
         outcomes: Observations of finished tasks, by task id.
-        blocked: Tasks of this round waiting for their inputs.
-        queued: Tasks whose inputs are done, waiting for a concurrency slot.
-        running: Tasks dispatched and not yet finished.
+        log: The scheduler's journal: the events it took, in order (see ``SchedStep``).
         rounds: One record per round.
-        prompt_tokens / completion_tokens: LLM token usage of this question.
+        answer: The run's answer, once given (a step run again after a crash returns it).
+        direct: The id of the ``return_direct`` task that gave the answer, if one did.
+        prompt_tokens / completion_tokens: LLM token usage of this question, where reported
+            (the sums over ``rounds``).
         llm_calls: Tokens, cost and timing of each planner and joiner call of this question.
         toolset: The run's tools (live objects: not serialized; rebuilt on resume).
     """
@@ -85,6 +110,7 @@ class CompilerState(BaseModel):
     run_id: str = ""
     mode: RunMode = "run"
     held: PlanEvent | None = None
+    verdict: PlanApprovalResponse | None = None
     question: str = ""
     transcript: list[ChatMessage] = Field(default_factory=list)
     tool_names: list[str] = Field(default_factory=list)
@@ -92,10 +118,10 @@ class CompilerState(BaseModel):
     replans: int = 0
     tasks: dict[int, PlanTask] = Field(default_factory=dict)
     outcomes: dict[int, TaskOutcome] = Field(default_factory=dict)
-    blocked: list[int] = Field(default_factory=list)
-    queued: list[int] = Field(default_factory=list)
-    running: list[int] = Field(default_factory=list)
+    log: list[SchedStep] = Field(default_factory=list)
     rounds: list[RoundState] = Field(default_factory=list)
+    answer: str | None = None
+    direct: int | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
     llm_calls: list[LLMCallUsage] = Field(default_factory=list)
@@ -106,13 +132,26 @@ class CompilerState(BaseModel):
         """Tasks of one round, in id order."""
         return sorted((t for t in self.tasks.values() if t.round == round), key=lambda t: t.id)
 
-    def taken_ids(self) -> set[int]:
-        """Ids used so far, tasks and join lines."""
-        return set(self.tasks) | {r.join_id for r in self.rounds if r.join_id is not None}
+    def taken_ids(self, before: int | None = None) -> set[int]:
+        """Ids used so far (by rounds before `before`, if given), tasks and join lines."""
+        cut = len(self.rounds) if before is None else before
+        joins = {r.join_id for r in self.rounds[:cut] if r.join_id is not None}
+        if before is None:
+            return set(self.tasks) | joins
+        return {i for i, t in self.tasks.items() if t.round < before} | joins
 
-    def next_id(self) -> int:
-        """The first free task id for a new plan."""
-        return max(self.taken_ids(), default=0) + 1
+    def next_id(self, round: int | None = None) -> int:
+        """The first free task id for a new plan (of `round`: ids its earlier rounds left).
+
+        A round planned again after a crash numbers its tasks as the first time, so the
+        tasks it already admitted keep their ids (and their results)."""
+        return max(self.taken_ids(round), default=0) + 1
+
+    def usage(self) -> tuple[int, int]:
+        """(prompt, completion) tokens of every planner and joiner call of the question."""
+        prompt = sum(r.plan_tokens[0] + r.join_tokens[0] for r in self.rounds)
+        completion = sum(r.plan_tokens[1] + r.join_tokens[1] for r in self.rounds)
+        return prompt, completion
 
 
 def round_records(state: CompilerState, max_chars: int) -> list[RoundRecord]:

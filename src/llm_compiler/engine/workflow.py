@@ -9,18 +9,21 @@ Steps and events::
     JoinEvent -> join -> StopEvent(CompilerOutput) | ReplanEvent
 
 Each step is short and delegates: the planner (:mod:`.planner`), the scheduler's pure core
-(:mod:`._scheduler`), the executor (:mod:`.executor`) and the joiner's format
-(:mod:`.joiner`, via the plan dialect of :mod:`.dialects`). The scheduler runs with one
-worker and is the only writer of the DAG bookkeeping; it fans the task results back in
-with ``ctx.collect_events`` over ``[PlanEvent, TaskResult * n]``, where ``n`` (tasks
-parsed so far) only grows, and the complete ``PlanEvent`` keeps the batch open until the
-planner has finished.
+(:mod:`.scheduler`), the events made from the facts (:mod:`.dispatch`), the executor
+(:mod:`.executor`) and the joiner's format (via the plan dialect of :mod:`..dialects`).
+
+The run's state holds facts only (:mod:`.state`), and every step can run again after a
+crash with its own writes already committed, finding them and doing the same: the start
+is idempotent by run id, the scheduler journals the events it took and derives its
+bookkeeping from that journal, the plan and join steps return what they recorded. The
+scheduler runs with one worker; it fans the task results back in with
+``ctx.collect_events`` over ``[PlanEvent, TaskResult * n]``, fed only with the complete
+plan and each task's first result, where ``n`` (tasks admitted so far) only grows.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -31,7 +34,7 @@ from llama_index.core.objects import ObjectRetriever
 from llama_index.core.settings import Settings
 from llama_index.core.tools import BaseTool
 from workflows import Context, Workflow, step
-from workflows.events import Event, StopEvent
+from workflows.events import StopEvent
 from workflows.handler import WorkflowHandler
 
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config
@@ -39,12 +42,13 @@ from llm_compiler.dialects.base import DirectAnswer, PlanDialect
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JoinerDecision
+from llm_compiler.engine.dispatch import compiled, emit, fan_in, replan_event, return_direct
 from llm_compiler.engine.executor import run_task
-from llm_compiler.engine.llm import Metered, is_chat, metered_call, require_llm
+from llm_compiler.engine.llm import Metered, TokenUsage, is_chat, metered_call, require_llm
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
-from llm_compiler.engine.runs import RunRegistry
-from llm_compiler.engine.scheduler import Scheduler
-from llm_compiler.engine.state import CompilerState, TaskOutcome, round_records
+from llm_compiler.engine.runs import RunRegistry, RunTools
+from llm_compiler.engine.scheduler import Books, Decision, facts_of, fold, runnable, with_facts
+from llm_compiler.engine.state import CompilerState, round_records
 from llm_compiler.engine.summary import CompilerOutput, round_summary, summarize
 from llm_compiler.errors import ConfigurationError, RunError
 from llm_compiler.events import (
@@ -58,8 +62,8 @@ from llm_compiler.events import (
     TaskReady,
     TaskResult,
 )
-from llm_compiler.plan import PlanTask
-from llm_compiler.tools import ToolLike, ToolSet, tool_map, validate_arguments
+from llm_compiler.plan import PlanTask, resolve_kwargs
+from llm_compiler.tools import ToolLike, ToolSet, tool_map
 from llm_compiler.tracing import Tracer, price_table
 from llm_compiler.tracing.spans import Active
 
@@ -127,6 +131,8 @@ class LLMCompilerWorkflow(Workflow):
         prices = price_table(self.config.prices)
         self._planner = Planner(self.llm, self.dialect, self.config, name, self._tracer, prices)
         self._runs = RunRegistry()
+        self._books = Books(self.config.concurrency)
+        self._run_tools = RunTools()
 
     def run(
         self, ctx: Context | None = None, start_event: Any = None, **kwargs: Any
@@ -171,8 +177,12 @@ class LLMCompilerWorkflow(Workflow):
         if isinstance(ev, CompilerStartEvent):
             await self._begin(ctx, ev)
         state = await self._state(ctx)
-        if isinstance(ev, ReplanEvent) and self._stale(ev, state):
+        if isinstance(ev, ReplanEvent) and (self._stale(ev, state) or ev.round != state.round):
             return None  # a late event of an earlier, cancelled run on this context
+        if state.held is not None and state.held.round == state.round:
+            # This round's plan is made and waits for a verdict: ask again, plan nothing.
+            held = state.held
+            return PlanApprovalRequest(round=held.round, run_id=held.run_id, plan=compiled(held))
         context = self._planner.context(state, self._prompt(state), self._constrained())
         self._tracer.start_round(state.run_id, state.round)
         final = await self._planner.plan(ctx, state, context)
@@ -181,7 +191,7 @@ class LLMCompilerWorkflow(Workflow):
             return StopEvent(result=compiled(final))
         if state.mode == "approve":
             async with ctx.store.edit_state() as s:
-                s.held = final
+                s.held, s.verdict = final, None
             return PlanApprovalRequest(round=final.round, run_id=final.run_id, plan=compiled(final))
         return final
 
@@ -189,22 +199,40 @@ class LLMCompilerWorkflow(Workflow):
     async def review(
         self, ctx: Context[CompilerState], ev: PlanApprovalResponse
     ) -> PlanEvent | StopEvent | None:
-        """Run the held plan as approved or edited, or end the run if it was rejected."""
+        """Run the held plan as approved or edited, or end the run if it was rejected.
+
+        The first verdict on a plan is the one that counts: it is recorded, and a step
+        run again (or a second response) acts on the recorded verdict.
+        """
         state = await self._state(ctx)
         held = state.held
-        if held is None or (ev.run_id, ev.round) != (held.run_id, held.round):
-            return None  # no plan is waiting, or it answers another one (late, duplicate)
-        state.held = None
-        async with ctx.store.edit_state() as s:
-            s.held = None
-        if ev.action == "reject":
-            answer = f"The plan was rejected{': ' + ev.reason if ev.reason else '.'}"
+        if held is None or held.round != state.round or state.answer is not None:
+            return None  # no plan is waiting (a late response)
+        if (ev.run_id, ev.round) != (held.run_id, held.round):
+            return None  # it answers another plan (late, duplicate or forged)
+        verdict = state.verdict
+        if verdict is None:
+            verdict = PlanApprovalResponse(
+                run_id=ev.run_id,
+                round=ev.round,
+                action=ev.action,
+                plan_text=ev.plan_text,
+                reason=ev.reason,
+            )
+            async with ctx.store.edit_state() as s:
+                s.verdict = verdict
+            state.verdict = verdict
+        if verdict.action == "reject":
+            reason = verdict.reason
+            answer = f"The plan was rejected{': ' + reason if reason else '.'}"
             return StopEvent(result=await self._finish(ctx, state, answer))
-        plan = held
-        if ev.action == "edit":
+        # A new event each time: if the scheduler took this plan before (a second
+        # response), it adds nothing and decides nothing.
+        plan = held.model_copy(update={"event_id": uuid.uuid4().hex})
+        if verdict.action == "edit":
             assert state.toolset is not None
             context = self._planner.context(state, self._prompt(state), False)
-            plan = parse_plan_text(self.dialect, context, ev.plan_text or "", state.toolset)
+            plan = parse_plan_text(self.dialect, context, verdict.plan_text or "", state.toolset)
             plan.run_id = state.run_id
             ctx.write_event_to_stream(plan)
         if plan.tasks:
@@ -217,8 +245,15 @@ class LLMCompilerWorkflow(Workflow):
         return result
 
     async def _begin(self, ctx: Context[CompilerState], ev: CompilerStartEvent) -> None:
-        """Set up a run: question, conversation, memory and the tools it may use."""
+        """Set up a run: question, conversation, memory and the tools it may use.
+
+        Idempotent by run id: a run whose start step runs again (after a crash) keeps
+        the state it has, its tasks and results included.
+        """
         state = await ctx.store.get_state()
+        run_id = ev.compiler_run_id or uuid.uuid4().hex
+        if state.run_id == run_id and state.question:
+            return
         question = ev.user_msg
         if isinstance(question, ChatMessage):
             question = question.content or ""
@@ -235,10 +270,11 @@ class LLMCompilerWorkflow(Workflow):
         await memory.aput(ChatMessage(role=MessageRole.USER, content=question))
         toolset = await self._toolset(question)
         self._tracer.begin(ev.compiler_run_id or "", question, self.dialect.name)
+        self._run_tools.put(run_id, toolset)
         # A new question starts a fresh DAG; the conversation carries what came before.
         await ctx.store.set_state(
             CompilerState(
-                run_id=ev.compiler_run_id or uuid.uuid4().hex,
+                run_id=run_id,
                 mode=ev.mode,
                 question=question,
                 transcript=list(history),
@@ -259,15 +295,18 @@ class LLMCompilerWorkflow(Workflow):
         return toolset
 
     async def _state(self, ctx: Context[CompilerState]) -> CompilerState:
-        """The committed state, with the live tool set rebuilt after a resume."""
+        """The committed state (a copy) with the run's tool set; writes nothing.
+
+        A durable store keeps no live objects: the tool set is the one the run chose at
+        its start, kept per run in this process, or, in a process that resumes the run,
+        rebuilt once from its ``tool_names`` (one retriever call).
+        """
         state = await ctx.store.get_state()
         if state.toolset is None and state.question:
-            toolset = await self._toolset(state.question, state.tool_names)
-            async with ctx.store.edit_state() as s:
-                if s.toolset is None:
-                    s.toolset = toolset
-                toolset = s.toolset
-            state.toolset = toolset
+            question, names = state.question, list(state.tool_names)
+            state.toolset = await self._run_tools.get(
+                state.run_id, lambda: self._toolset(question, names)
+            )
         return state
 
     def _prompt(self, state: CompilerState, last_round: bool = False) -> PromptContext:
@@ -299,59 +338,63 @@ class LLMCompilerWorkflow(Workflow):
     ) -> TaskReady | TaskResult | JoinEvent | None:
         """Admit tasks, settle results, dispatch what is ready; join when all settled.
 
-        A ready task's resolved arguments are validated against the tool's schema here:
-        ``TaskReady.args`` are the validated ones, and a call that does not fit is an
-        error observation that never reaches the executor.
+        The facts an event adds (tasks, a result) are written in one write, with the
+        event's entry in the run's log; what to dispatch is the fold of that log
+        (:mod:`.scheduler`). An event that adds nothing (a duplicate, late or forged
+        result, a task id seen before) is ignored. This step run again after a crash,
+        its facts already written, finds its event last in the log and makes the same
+        decision again. A ready task's resolved arguments are validated against the
+        tool's schema here: a call that does not fit is an error observation.
         """
         state = await self._state(ctx)
         if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
-        sched = Scheduler(state, self.config.concurrency)
-        if isinstance(ev, PlanEvent):
-            sched.admit(ev.tasks)
-            if ev.complete:
-                sched.complete_round(ev)
+        book = self._books.get(state)
+        pos = book.events.get(ev.event_id)
+        if pos is not None:
+            if pos != book.n - 1:
+                return None  # an event taken before, delivered again
+            book = fold(state, self.config.concurrency, upto=pos)  # our own step, again
+            decision = book.apply(state.log[pos], state.tasks, state.outcomes)
         else:
-            sched.settle(ev.task_id, TaskOutcome.from_result(ev))
-        state = sched.state
-        await ctx.store.set_state(state)
-        for task, message, skipped in sched.out.failed:
-            publish(ctx, self._not_run(task, state.run_id, message, skipped, task.kwargs))
-        for task, kwargs in sched.out.dispatch:
-            tool = state.toolset.get(task.tool) if state.toolset is not None else None
-            try:
-                args = kwargs if tool is None else validate_arguments(tool, kwargs)
-            except ValueError as e:
-                publish(ctx, self._not_run(task, state.run_id, str(e), False, kwargs))
-                continue
-            ready = TaskReady(
-                round=task.round,
-                run_id=state.run_id,
-                task_id=task.id,
-                tool_name=task.tool,
-                args=args,
-            )
-            publish(ctx, ready)
+            facts = facts_of(ev, state, book)
+            if facts is None:
+                return None
+            complete = ev if isinstance(ev, PlanEvent) and facts.entry.complete else None
+            state = with_facts(state, facts, complete)
+            decision = book.apply(facts.entry, state.tasks, state.outcomes)
+            await ctx.store.set_state(state)
+        self._emit(ctx, state, decision)
         if isinstance(ev, PlanEvent) and not ev.complete:
             return None
-        round = ev.round
-        expected: list[type[Event]] = [PlanEvent, *[TaskResult] * state.rounds[round].n_tasks]
-        buffer = f"{state.run_id}-round-{round}"
-        if ctx.collect_events(ev, expected, buffer_id=buffer) is None:
-            return None
-        join = JoinEvent(round=round, run_id=state.run_id)
-        ctx.write_event_to_stream(join)
-        return join
+        return fan_in(ctx, state, ev)
+
+    def _emit(self, ctx: Context[CompilerState], state: CompilerState, decision: Decision) -> None:
+        def traced(task: PlanTask, message: str, skipped: bool, args: Any) -> None:
+            self._tracer.not_run(
+                state.run_id, task.id, task.round, task.tool, task.deps, args, message, skipped
+            )
+
+        emit(ctx, state, decision, on_not_run=traced)
 
     # ------------------------------------------------------------------ executor
 
     @step(num_workers=MAX_PARALLEL_TOOLS)
     async def execute(self, ctx: Context[CompilerState], ev: TaskReady) -> TaskResult | None:
-        """Run one tool call; failures and timeouts become error observations."""
+        """Run one tool call; failures and timeouts become error observations.
+
+        Only a task of the plan that the scheduler dispatched and nobody settled runs,
+        with arguments resolved again from the facts (never taken from the event).
+        """
         state = await self._state(ctx)
         if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
-        tool = state.toolset.get(ev.tool_name) if state.toolset is not None else None
+        task = state.tasks.get(ev.task_id)
+        if task is None or task.round != ev.round or not self._dispatched(state, ev.task_id):
+            return None  # not a task of the plan, not dispatched, or settled
+        args = resolve_kwargs(task.kwargs, {d: state.outcomes[d].output for d in task.deps})
+        ready = ev.model_copy(update={"args": args, "tool_name": task.tool})
+        tool = state.toolset.get(task.tool) if state.toolset is not None else None
         context = ctx if self.tool_context is None else self.tool_context
         task = state.tasks.get(ev.task_id)
         deps = task.deps if task is not None else []
@@ -360,7 +403,7 @@ class LLMCompilerWorkflow(Workflow):
         )
         with self._runs.tool_call(ev.run_id), Active(span):  # the tool's spans nest in it
             result = await run_task(
-                ev,
+                ready,
                 tool,
                 timeout=self.config.tool_timeout,
                 context=context,
@@ -370,6 +413,13 @@ class LLMCompilerWorkflow(Workflow):
         result.run_id = ev.run_id
         ctx.write_event_to_stream(result)
         return result
+
+    def _dispatched(self, state: CompilerState, task_id: int) -> bool:
+        """Whether the scheduler dispatched `task_id` and it is not settled."""
+        book = self._books.peek(state)
+        if book is not None:
+            return task_id in book.running
+        return runnable(state, task_id)
 
     # ------------------------------------------------------------------ joiner
 
@@ -387,7 +437,11 @@ class LLMCompilerWorkflow(Workflow):
         state = await self._state(ctx)
         if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
-        direct = self._return_direct(state, ev.round)
+        if state.answer is not None:  # answered before: this step runs again after a crash
+            return StopEvent(result=self._output(state, state.answer, state.direct))
+        if ev.round < state.round:  # the verdict on this round was to replan (recorded)
+            return replan_event(state, ev.round)
+        direct = return_direct(state, ev.round)
         if direct is not None:
             output = state.outcomes[direct].output
             answer = output if isinstance(output, str) else str(output)
@@ -398,9 +452,10 @@ class LLMCompilerWorkflow(Workflow):
             if direct_answer is not None:
                 return StopEvent(result=await self._finish(ctx, state, direct_answer))
         last = state.replans >= self.config.max_replans
-        decision = await self._decide(ctx, state, ev.round, last)
+        spent = TokenUsage()
+        decision = await self._decide(ctx, state, ev.round, last, spent)
         if not decision.content.strip() and decision.action == "finish":
-            decision = await self._decide(ctx, state, ev.round, last)  # once more
+            decision = await self._decide(ctx, state, ev.round, last, spent)  # once more
             if not decision.content.strip():
                 if last:
                     raise RunError(
@@ -418,8 +473,14 @@ class LLMCompilerWorkflow(Workflow):
         return StopEvent(result=await self._finish(ctx, state, answer))
 
     async def _decide(
-        self, ctx: Context[CompilerState], state: CompilerState, round: int, last: bool
+        self,
+        ctx: Context[CompilerState],
+        state: CompilerState,
+        round: int,
+        last: bool,
+        spent: TokenUsage,
     ) -> JoinerDecision:
+        """One joiner call; `spent` (this step's calls) is recorded as the round's usage."""
         request = self.dialect.joiner_request(self._prompt(state, last_round=last))
         tokens = TokenStream(ctx, self.name, "join", round, self.config.stream_tokens)
         tokens.add(request.prefill)  # the reply starts with it (``Thought:``): show it too
@@ -433,12 +494,16 @@ class LLMCompilerWorkflow(Workflow):
             on_delta=tokens.take,
             flush=tokens.flush,
         )
+        spent.prompt_tokens += call.prompt_tokens
+        spent.completion_tokens += call.completion_tokens
+        update = {"join_tokens": (spent.prompt_tokens, spent.completion_tokens)}
+        state.rounds = list(state.rounds)
+        state.rounds[round] = state.rounds[round].model_copy(update=update)
+        state.prompt_tokens, state.completion_tokens = state.usage()
         async with ctx.store.edit_state() as s:
-            s.prompt_tokens += call.prompt_tokens
-            s.completion_tokens += call.completion_tokens
+            s.rounds[round] = s.rounds[round].model_copy(update=update)
+            s.prompt_tokens, s.completion_tokens = s.usage()
             s.llm_calls = [*s.llm_calls, call]
-        state.prompt_tokens += call.prompt_tokens
-        state.completion_tokens += call.completion_tokens
         state.llm_calls = [*state.llm_calls, call]
         return self.dialect.parse_decision(text)
 
@@ -449,35 +514,15 @@ class LLMCompilerWorkflow(Workflow):
         round: int,
         decision: JoinerDecision,
     ) -> ReplanEvent:
-        state.rounds = list(state.rounds)
-        state.rounds[round] = state.rounds[round].model_copy(
-            update={"joiner_thought": decision.thought, "replan_reason": decision.content}
-        )
-        state.replans += 1
-        state.round = round + 1
-        await ctx.store.set_state(state)
-        replan = ReplanEvent(
-            round=round + 1, reason=decision.content, thought=decision.thought, run_id=state.run_id
-        )
+        update = {"joiner_thought": decision.thought, "replan_reason": decision.content}
+        async with ctx.store.edit_state() as s:
+            s.rounds[round] = s.rounds[round].model_copy(update=update)
+            s.replans = s.round = round + 1
+            state = s.model_copy()
+        replan = replan_event(state, round)
         ctx.write_event_to_stream(replan)
         self._tracer.end_round(state.run_id, round_summary(state, round), "replan")
         return replan
-
-    def _not_run(self, task: PlanTask, run_id: str, msg: str, skipped: bool, args: Any) -> Event:
-        """The observation of a task that cannot run (invalid, or an input failed)."""
-        tracer = self._tracer
-        tracer.not_run(run_id, task.id, task.round, task.tool, task.deps, args, msg, skipped)
-        return _not_run(task, run_id, msg, skipped)
-
-    def _return_direct(self, state: CompilerState, round: int) -> int | None:
-        """The id of a task of `round` whose tool is ``return_direct`` and succeeded."""
-        assert state.toolset is not None
-        for task in state.round_tasks(round):
-            tool = state.toolset.get(task.tool)
-            outcome = state.outcomes.get(task.id)
-            if tool and tool.metadata.return_direct and outcome and not outcome.is_error:
-                return task.id
-        return None
 
     async def _finish(
         self,
@@ -486,46 +531,28 @@ class LLMCompilerWorkflow(Workflow):
         answer: str,
         direct: int | None = None,
     ) -> CompilerOutput:
+        """Record the answer (once: the first answer of a run stands) and return it."""
         message = ChatMessage(role=MessageRole.ASSISTANT, content=answer)
-        if state.memory is not None:
-            await state.memory.aput(message)
-        state.transcript = [
-            *state.transcript,
-            ChatMessage(role=MessageRole.USER, content=state.question),
-            message,
-        ]
-        await ctx.store.set_state(state)
+        async with ctx.store.edit_state() as s:
+            if s.answer is None:
+                s.answer, s.direct = answer, direct
+                s.transcript = [
+                    *s.transcript,
+                    ChatMessage(role=MessageRole.USER, content=s.question),
+                    message,
+                ]
+                if state.memory is not None:
+                    await state.memory.aput(message)
+            answer, direct = s.answer, s.direct
+            state = s.model_copy(update={"toolset": state.toolset})
+        self._books.forget(state.run_id)
+        return self._output(state, answer, direct)
+
+    def _output(self, state: CompilerState, answer: str, direct: int | None) -> CompilerOutput:
         summary = summarize(state, answer, self.dialect.name, direct)
         return CompilerOutput(
-            response=message,
+            response=ChatMessage(role=MessageRole.ASSISTANT, content=answer),
             current_agent_name=self.name,
             raw=summary.legacy_raw(),
             summary=summary,
         )
-
-
-def _not_run(task: PlanTask, run_id: str, message: str, skipped: bool) -> TaskResult:
-    """The observation of a task that cannot run (invalid, or an input failed)."""
-    now = time.time()
-    return TaskResult(
-        round=task.round,
-        run_id=run_id,
-        task_id=task.id,
-        tool_name=task.tool,
-        output=message,
-        is_error=True,
-        skipped=skipped,
-        started_at=now,
-        finished_at=now,
-    )
-
-
-def compiled(plan: PlanEvent) -> CompiledPlan:
-    """The compiled-plan view of a round's complete ``PlanEvent``."""
-    return CompiledPlan(
-        tasks=plan.tasks,
-        errors=plan.errors,
-        text=plan.text,
-        thoughts=plan.thoughts,
-        join_id=plan.join_id,
-    )

@@ -11,7 +11,7 @@ wraps it all, and a :class:`~llm_compiler.serving.security.SecurityGuard` wraps 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,8 @@ from llm_compiler.serving.security import SecurityGuard, SecurityPolicy
 if TYPE_CHECKING:
     from llama_agents.server import AbstractWorkflowStore, WorkflowServer
 
+    from llm_compiler.durable import Durable
+
 STATIC = Path(__file__).with_name("static")
 #: The name the compiler workflow is served under.
 COMPILER = "compiler"
@@ -57,6 +59,7 @@ class ServedApp:
     app: ASGIApp
     server: WorkflowServer
     info: dict[str, Any] = field(default_factory=dict)
+    durable: Durable | None = None
     policy: SecurityPolicy = field(default_factory=SecurityPolicy)
 
 
@@ -90,6 +93,8 @@ def build_app(
     store: AbstractWorkflowStore | None = None,
     info: Mapping[str, Any] | None = None,
     max_body: int = MAX_BODY_BYTES,
+    durable: Durable | None = None,
+    max_runs: int | None = None,
     policy: SecurityPolicy | None = None,
 ) -> ServedApp:
     """Build the app serving `workflows` (name -> workflow) with the live page.
@@ -100,9 +105,12 @@ def build_app(
         store: Where runs and their events are kept (memory when None).
         info: Extra fields for ``/api/info`` (e.g. ``model``, ``question``).
         max_body: Largest request body in bytes.
+        durable: Run on DBOS (:func:`llm_compiler.durable.open_durable`): runs survive
+            crashes and workers sharing its Postgres share the runs; `store` is ignored.
+        max_runs: Runs of each workflow this process holds at once (the rest wait; with
+            `durable`, in the database for any worker).
         policy: Who may use the server (default: loopback names, same origin, no token).
     """
-    from llama_agents.server import MemoryWorkflowStore, WorkflowServer
 
     from llm_compiler.serving.agui import agui_route
     from llm_compiler.serving.client_events import gate_route
@@ -116,11 +124,10 @@ def build_app(
     workflows = {
         n: ServedTeam(w) if isinstance(w, AgentWorkflow) else w for n, w in workflows.items()
     }
-    store = store or MemoryWorkflowStore()
     # Only a compiler run's state is a CompilerState (the question is read from it).
     compilers = {n for n, w in workflows.items() if isinstance(w, LLMCompilerWorkflow)}
     policy = policy or SecurityPolicy()
-    server = WorkflowServer(workflow_store=store, middleware=[cors(policy)])
+    server, store = _workflow_server(workflows.values(), store, durable, max_runs, cors(policy))
     extras: dict[str, list[type[Event]]] = {}
     for name, workflow in workflows.items():
         # A human's plan verdict is sent to a running compiler with POST /events/{id}.
@@ -140,7 +147,12 @@ def build_app(
         return JSONResponse(payload)
 
     async def api_runs(request: Request) -> Response:
-        return JSONResponse({"runs": await recent_runs(store, list(workflows), compilers)})
+        runs = await recent_runs(store, list(workflows), compilers)
+        if durable is not None:
+            held = await durable.holders([r["run_id"] for r in runs if r["run_id"]])
+            for run in runs:
+                run["worker"] = held.get(run["run_id"] or "")
+        return JSONResponse({"runs": runs})
 
     async def api_mermaid(request: Request) -> Response:
         chart = await run_mermaid(store, request.path_params["handler_id"])
@@ -162,7 +174,7 @@ def build_app(
     server.app.router.routes[:] = routes + kept
     guarded = RequestGuard(server.app, workflows=list(workflows), max_body=max_body)
     app = SecurityGuard(guarded, policy)
-    return ServedApp(app=app, server=server, info=payload, policy=policy)
+    return ServedApp(app=app, server=server, info=payload, policy=policy, durable=durable)
 
 
 def cors(policy: SecurityPolicy) -> Middleware:
@@ -174,6 +186,30 @@ def cors(policy: SecurityPolicy) -> Middleware:
         allow_headers=["authorization", "content-type", "last-event-id"],
         allow_credentials=False,
     )
+
+
+def _workflow_server(
+    workflows: Iterable[Workflow],
+    store: AbstractWorkflowStore | None,
+    durable: Durable | None,
+    max_runs: int | None,
+    middleware: Middleware,
+) -> tuple[WorkflowServer, AbstractWorkflowStore]:
+    """The workflow server on DBOS (`durable`) or on `store`, with the run cap applied."""
+    from llama_agents.server import MemoryWorkflowStore, WorkflowServer
+
+    workflows = list(workflows)
+    if max_runs is not None:
+        for workflow in workflows:
+            # No public setter; the runtime reads it when the workflow is registered (a
+            # semaphore in memory, a DBOS queue with this per-worker concurrency on DBOS).
+            workflow._num_concurrent_runs = max_runs
+    if durable is None:
+        store = store or MemoryWorkflowStore()
+        return WorkflowServer(workflow_store=store, middleware=[middleware]), store
+    runtime = durable.server_runtime()
+    server = WorkflowServer(runtime=runtime, workflow_store=durable.store, middleware=[middleware])
+    return server, durable.store
 
 
 async def recent_runs(
@@ -194,6 +230,7 @@ async def recent_runs(
                 "started_at": h.started_at.isoformat() if h.started_at else None,
                 "completed_at": h.completed_at.isoformat() if h.completed_at else None,
                 "question": await _question(store, h.run_id, h.workflow_name in compilers),
+                "run_id": h.run_id,
                 "error": h.error,
             }
         )

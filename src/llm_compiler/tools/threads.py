@@ -10,6 +10,7 @@ calls return (a call that never returns keeps its thread until the process exits
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import threading
 from collections.abc import Callable
@@ -74,11 +75,13 @@ TOOL_THREADS = ToolThreads()
 
 
 def threaded(fn: Callable[..., Any], threads: ToolThreads) -> Callable[..., Any]:
-    """`fn` as a coroutine function that runs it in `threads`."""
+    """`fn` as a coroutine function that runs it in `threads` (in a copy of the caller's
+    context, so it sees the call's :func:`~llm_compiler.tools.calls.idempotency_key`)."""
 
     @functools.wraps(fn)
     async def run(*args: Any, **kwargs: Any) -> Any:
-        future = threads.submit(functools.partial(fn, *args, **kwargs))
+        context = contextvars.copy_context()
+        future = threads.submit(functools.partial(context.run, fn, *args, **kwargs))
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:

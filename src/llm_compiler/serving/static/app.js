@@ -340,9 +340,22 @@ class Run {
       if (prev && !prev.join) this.nextCol = prev.maxCol + 1;
       this.round(v.round).panel.append(html("p", { class: "reason" }, `Replan: ${v.reason}`));
       status(`Replanning (round ${v.round})`);
-    } else if (type === "StopEvent") this.finish(answerOf(v.result), v.result && v.result.summary);
+    } else if (type === "RunResumed") this.resumed(v);
+    else if (type === "StopEvent") this.finish(answerOf(v.result), v.result && v.result.summary);
     else if (type === "WorkflowFailedEvent" || type === "WorkflowCancelledEvent" || type === "WorkflowTimedOutEvent") this.fail(type, v);
     if (type === "TaskReady" || type === "TaskResult" || type === "StopEvent") this.gantt();
+  }
+
+  // A worker took the run up again after a crash or restart: what follows came after it.
+  // Streamed text cut by the crash starts again, so each open text box gets the mark too.
+  resumed(v) {
+    const last = Math.max(0, ...this.rounds.keys());
+    const round = this.round(last);
+    const text = `⟳ resumed on worker ${v.worker}`;
+    round.panel.append(html("p", { class: "resumed" }, text));
+    for (const pre of Object.values(round.text)) pre.append(html("span", { class: "resumed" }, `\n${text}\n`));
+    this.resumes = (this.resumes || 0) + 1;
+    status(text);
   }
 
   finish(answer, summary) {
@@ -485,6 +498,7 @@ async function loadRuns() {
       openRun(run.handler_id);
     });
     li.append(a, html("span", { class: "badge" }, run.status));
+    if (run.worker) li.append(html("span", { class: "badge worker", title: "the worker holding this run" }, `@${run.worker}`));
     if (page.run && page.run.id === run.handler_id) li.classList.add("current");
     list.append(li);
   }

@@ -1,0 +1,146 @@
+"""A throwaway PostgreSQL cluster per session, and `llm-compiler serve` workers as processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from llm_compiler.durable.cluster import Cluster, find_bin, throwaway_postgres
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = "tests.durable.crash_app:make"
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    if find_bin() is None:
+        pytest.skip("PostgreSQL is not installed (make test installs Debian's postgresql)")
+    with throwaway_postgres() as c:
+        yield c
+
+
+@pytest.fixture
+def database(cluster: Cluster) -> str:
+    """A fresh, empty database for one test."""
+    return cluster.new_database()
+
+
+class Calls:
+    """The model and tool calls every worker made, read from the shared log file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.touch()
+
+    def lines(self) -> list[tuple[str, str, str]]:
+        rows = [line.split(" ", 2) for line in self.path.read_text().splitlines()]
+        return [(pid, kind, what) for pid, kind, what in rows]
+
+    def count(self, kind: str, what: str) -> int:
+        return sum(1 for _, k, w in self.lines() if (k, w) == (kind, what))
+
+    def wait_for(self, kind: str, what: str, n: int = 1, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while self.count(kind, what) < n:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {kind} {what} within {timeout}s: {self.lines()}")
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def calls(tmp_path: Path) -> Calls:
+    return Calls(tmp_path / "calls.log")
+
+
+class Worker:
+    """One ``llm-compiler serve`` process."""
+
+    def __init__(self, store: str, calls: Calls, *extra: str, crash_at: str = "") -> None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
+            "LLMC_CALLS": str(calls.path),
+            "LLMC_CRASH_AT": crash_at,
+        }
+        cmd = [sys.executable, "-m", "llm_compiler.cli", "serve", "--port", "0"]
+        cmd += ["--workflow", APP, "--store", store, *extra]
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.worker = ""
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            if "(worker " in line:
+                self.worker = line.split("(worker ")[1].rstrip(").\n")
+            if "Serving the live plan page at " in line:
+                self.url = line.split(" at ")[1].split()[0].rstrip("/")
+                break
+        else:
+            raise AssertionError(f"the worker did not start: {self.proc.stderr.read()}")  # type: ignore[union-attr]
+        self.client = httpx.Client(base_url=self.url, timeout=30)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        self.client.close()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.client.close()
+
+    def start_run(self, **start: object) -> str:
+        body = {"start_event": {"user_msg": "alpha, beta and gamma?", **start}}
+        r = self.client.post("/workflows/compiler/run-nowait", json=body)
+        assert r.status_code == 200, r.text
+        return str(r.json()["handler_id"])
+
+    def wait_done(self, handler_id: str, timeout: float = 60) -> dict:
+        """The run's handler once it is no longer running (read through this worker)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            handler = self.client.get(f"/handlers/{handler_id}").json()
+            if handler["status"] != "running":
+                return handler
+            if time.monotonic() > deadline:
+                raise AssertionError(f"run {handler_id} still running after {timeout}s")
+            time.sleep(0.1)
+
+    def events(
+        self,
+        handler_id: str,
+        stop_at: str | None = None,
+        until: Callable[[list[dict]], bool] = None,
+    ) -> list[dict]:
+        """The run's stream from its start (NDJSON), to its end, the first `stop_at` or
+        once `until(events so far)`."""
+        out: list[dict] = []
+        params = {"sse": "false", "after_sequence": -1}
+        with self.client.stream("GET", f"/events/{handler_id}", params=params) as r:
+            for line in r.iter_lines():
+                if line.strip():
+                    out.append(json.loads(line))
+                    if out[-1]["type"] == stop_at or (until is not None and until(out)):
+                        break
+        return out
+
+
+@pytest.fixture
+def workers() -> Iterator[list[Worker]]:
+    """Workers a test starts (append them); stopped at the end."""
+    started: list[Worker] = []
+    yield started
+    for w in started:
+        w.stop()

@@ -1,0 +1,97 @@
+"""A served compiler whose model and tools can stop at a chosen point, for kill -9 tests.
+
+``llm-compiler serve --workflow tests.durable.crash_app:make``. Environment:
+
+* ``LLMC_CALLS``: a file; every model and tool call appends a line (``pid kind what``), so a
+  test counts what ran, across processes.
+* ``LLMC_CRASH_AT``: ``plan`` (mid-stream of the plan), ``schedule`` (inside the schedule
+  step, right after task 3 was admitted and marked running), ``tool`` (tool 3 in flight) or
+  ``joiner`` (mid-stream of the joiner's answer). There the process appends
+  ``blocked <point>`` and waits forever, for the test to kill it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from llm_compiler import LLMCompilerWorkflow
+from llm_compiler.testing import LLMCall, ScriptedLLM
+
+PLAN = (
+    '1. fetch("alpha")\n2. fetch("beta")\n3. slow("gamma")\n4. combine("$1", "$3")\n'
+    "5. join()<END_OF_PLAN>"
+)
+ANSWER = "alpha, beta and gamma"
+JOINER_MARK = "Answer a question from the results of a plan"
+
+
+def note(kind: str, what: str) -> None:
+    with open(os.environ["LLMC_CALLS"], "a") as f:
+        f.write(f"{os.getpid()} {kind} {what}\n")
+
+
+async def stop_here(point: str) -> None:
+    if os.environ.get("LLMC_CRASH_AT") == point:
+        note("blocked", point)
+        await asyncio.Event().wait()
+
+
+async def fetch(name: str) -> str:
+    """Fetch a value by name."""
+    note("tool", f"fetch:{name}")
+    return f"value of {name}"
+
+
+async def slow(name: str) -> str:
+    """Fetch a value that takes a while."""
+    note("tool", f"slow:{name}")
+    await stop_here("tool")
+    return f"slow value of {name}"
+
+
+def combine(a: str, b: str) -> str:
+    """Combine two values."""
+    note("tool", "combine")
+    return f"{a} + {b}"
+
+
+class CrashingLLM(ScriptedLLM):
+    """Streams the plan or the answer; stops mid-stream at the chosen point."""
+
+    async def on_chunk(self, index: int, chunk: str) -> None:
+        if index == 3:  # past the first three tasks of the plan, or mid-answer
+            joiner = JOINER_MARK in self.calls[-1].prompt
+            await stop_here("joiner" if joiner else "plan")
+
+
+def reply(call: LLMCall) -> str:
+    if JOINER_MARK in call.prompt:
+        note("llm", "joiner")
+        return f"Thought: All values are here.\nAction: Finish({ANSWER})"
+    note("llm", "planner")
+    return PLAN
+
+
+class HeldCompiler(LLMCompilerWorkflow):
+    """Stops inside the schedule step right after the facts that dispatch task 3 are written
+    (LLMC_CRASH_AT=schedule), before anything is emitted."""
+
+    def _emit(self, ctx: Any, state: Any, decision: Any) -> None:
+        if os.environ.get("LLMC_CRASH_AT") == "schedule" and any(
+            t.id == 3 for t, _ in decision.dispatch
+        ):
+            note("blocked", "schedule")
+            while True:  # blocking the loop is the point: the step must not get past here
+                time.sleep(3600)
+        super()._emit(ctx, state, decision)
+
+
+def make() -> LLMCompilerWorkflow:
+    return HeldCompiler(
+        tools=[fetch, slow, combine],
+        llm=CrashingLLM(reply, tokens_per_chunk=2),
+        timeout=120,
+    )

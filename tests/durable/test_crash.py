@@ -1,0 +1,105 @@
+"""kill -9 of a real `llm-compiler serve` at each point of a run, then the same command again.
+
+The run must finish with the same answer; nothing that completed runs again; the call in
+flight at the kill runs at most once more; the stream holds the whole history with one
+``RunResumed`` mark.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Calls, Worker
+from .crash_app import ANSWER
+
+pytestmark = pytest.mark.timeout(120)
+
+POINTS = ["plan", "schedule", "tool", "joiner"]
+TASK_CALLS = {
+    1: ("tool", "fetch:alpha"),
+    2: ("tool", "fetch:beta"),
+    3: ("tool", "slow:gamma"),
+    4: ("tool", "combine"),
+}
+EVERY_CALL = [("llm", "planner"), *TASK_CALLS.values(), ("llm", "joiner")]
+
+
+def recorded_before_resume(events: list[dict]) -> set[tuple[str, str]]:
+    """The calls whose results the killed worker had recorded (before the RunResumed mark)."""
+    marks = [i for i, e in enumerate(events) if e["type"] == "RunResumed"]
+    assert len(marks) == 1, [e["type"] for e in events]
+    done: set[tuple[str, str]] = set()
+    for e in events[: marks[0]]:
+        if e["type"] == "TaskResult":
+            done.add(TASK_CALLS[e["value"]["task_id"]])
+        elif e["type"] == "PlanEvent" and e["value"].get("complete"):
+            done.add(("llm", "planner"))
+    return done
+
+
+def check_once_more_at_most(calls: Calls, events: list[dict]) -> None:
+    """Recorded calls ran once; the rest (in flight at the kill) at most twice."""
+    done = recorded_before_resume(events)
+    for call in EVERY_CALL:
+        allowed = 1 if call in done else 2
+        assert 1 <= calls.count(*call) <= allowed, (call, sorted(done), calls.lines())
+
+
+def answer_of(handler: dict) -> str:
+    return handler["result"]["value"]["result"]["response"]["blocks"][0]["text"]
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_run_killed_at_any_point_finishes_once_restarted(point, database, calls: Calls, workers):
+    first = Worker(database, calls, crash_at=point)
+    workers.append(first)
+    handler_id = first.start_run()
+    calls.wait_for("blocked", point)
+    first.kill()
+
+    again = Worker(database, calls)
+    workers.append(again)
+    handler = again.wait_done(handler_id)
+
+    assert handler["status"] == "completed", handler
+    assert answer_of(handler) == ANSWER
+    events = again.events(handler_id)
+    check_once_more_at_most(calls, events)
+    mark = next(e for e in events if e["type"] == "RunResumed")
+    assert mark["value"]["worker"] == again.worker and events[-1]["type"] == "StopEvent"
+
+
+def test_a_sqlite_store_resumes_a_killed_run(tmp_path, calls: Calls, workers):
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    first = Worker(store, calls, crash_at="tool")
+    workers.append(first)
+    handler_id = first.start_run()
+    calls.wait_for("blocked", "tool")
+    first.kill()
+
+    again = Worker(store, calls)
+    workers.append(again)
+    assert answer_of(again.wait_done(handler_id)) == ANSWER
+    check_once_more_at_most(calls, again.events(handler_id))
+    page_shows_the_resume(again, handler_id)
+
+
+def page_shows_the_resume(worker: Worker, handler_id: str) -> None:
+    """The page replays the whole history with the resume mark; the run list names the worker."""
+    from tests.serving.test_browser import FLAGS, chromium_path
+
+    path = chromium_path()
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, headless=True, args=FLAGS)
+        try:
+            page = browser.new_page()
+            page.goto(f"{worker.url}/?run={handler_id}")
+            page.wait_for_selector("#answer:not([hidden])")
+            assert page.inner_text("#answer") == ANSWER
+            mark = page.locator(".round p.resumed")
+            assert mark.count() == 1 and worker.worker in mark.inner_text()
+            assert page.locator(".node").count() >= 4  # the tasks planned before the crash too
+            assert f"@{worker.worker}" in page.inner_text("#runs")
+        finally:
+            browser.close()

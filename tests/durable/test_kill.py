@@ -1,0 +1,121 @@
+"""kill -9 a durable run (a real subprocess) at each point; run it again.
+
+Two runtimes, both on SQLite: llama-agents-dbos (DBOS journals each step), and
+llama-agents-server's workflow store (it resumes a run from its tick journal at start).
+
+The tools and LLM calls append to a log file, so the test counts what ran across both
+processes: a finished tool, planner or joiner call never runs again, the call in flight
+at the kill runs at most once more, and the answer is the one of an uncrashed run.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("llama_agents.dbos")
+
+APP = Path(__file__).with_name("kill_app.py")
+pytestmark = pytest.mark.timeout(240)
+
+
+BACKENDS = ["dbos", "server"]
+
+
+def start(directory: Path, crash: str, backend: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(APP), str(directory), crash, backend],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(directory: Path, backend: str) -> dict[str, object]:
+    """Run the app again without a crash; its answer and task outputs."""
+    proc = start(directory, "none", backend)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def calls(directory: Path) -> list[str]:
+    return (directory / "calls.log").read_text().splitlines()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory, backend: str) -> dict[str, object]:
+    directory = tmp_path_factory.mktemp("reference")
+    answer = finish(directory, backend)
+    assert answer["answer"] == "A and B combined"
+    assert calls(directory).count("llm planner") == 1
+    assert calls(directory).count("retrieve") == 1  # not once per step (state is in SQLite)
+    return answer
+
+
+def assert_nothing_finished_ran_again(log: list[str]) -> None:
+    for x in ("a", "b", "B"):
+        assert log.count(f"done lookup {x}") == 1, log
+        assert log.count(f"start lookup {x}") == 1, log  # ran to the end the first time
+    assert log.count("done slow A") == 1, log
+    assert log.count("start slow A") <= 2, log
+
+
+@pytest.mark.parametrize(
+    ("crash", "planner_calls", "joiner_calls"),
+    [
+        ("plan", 2, 1),  # the planner call in flight runs once more
+        ("schedule", 1, 1),
+        ("join", 1, 2),  # the joiner call in flight runs once more
+    ],
+)
+def test_a_run_killed_inside_a_step_finishes_with_the_same_answer(
+    tmp_path: Path,
+    backend: str,
+    reference: dict[str, object],
+    crash: str,
+    planner_calls: int,
+    joiner_calls: int,
+) -> None:
+    first = start(tmp_path, crash, backend)
+    first.communicate(timeout=120)
+    assert first.returncode == -signal.SIGKILL
+    assert finish(tmp_path, backend) == reference
+    log = calls(tmp_path)
+    assert_nothing_finished_ran_again(log)
+    assert log.count("llm planner") == planner_calls, log
+    assert log.count("llm joiner") == joiner_calls, log
+    assert log.count("retrieve") <= 2, log  # once per process at most
+    if crash == "plan":  # tasks 1 and 2 had finished before the kill: kept, not re-run
+        second_plan = [i for i, line in enumerate(log) if line == "llm planner"][1]
+        assert log.index("done lookup a") < second_plan and log.index("done lookup b") < second_plan
+
+
+def test_a_run_killed_with_a_tool_in_flight_runs_only_that_call_again(
+    tmp_path: Path, backend: str, reference: dict[str, object]
+) -> None:
+    first = start(tmp_path, "tool", backend)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ready").exists():  # the slow tool signals, then blocks
+        assert first.poll() is None and time.monotonic() < deadline, first.stderr
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+    before = calls(tmp_path)
+    assert "start slow A" in before and "done slow A" not in before
+    assert finish(tmp_path, backend) == reference
+    log = calls(tmp_path)
+    assert_nothing_finished_ran_again(log)
+    assert log.count("start slow A") == 2  # at-least-once: the call in flight ran again
+    assert log.count("llm planner") == 1 and log.count("llm joiner") == 1
