@@ -64,8 +64,7 @@ class Resolved(LLM):
         """Release what the model holds (the embedded server); it restarts on next use."""
 
     async def aclose(self) -> None:
-        """:meth:`close` off the event loop."""
-        await asyncio.to_thread(self.close)
+        """:meth:`close` without blocking the event loop (remote models hold nothing)."""
 
     def __enter__(self) -> Self:
         return self
@@ -118,7 +117,7 @@ def _classes() -> dict[str, type[Any]]:
     }
 
 
-def _lazy_embedded_class() -> type[Any]:
+def _lazy_embedded_class() -> type[Any]:  # noqa: C901 - one short override per LLM entry point
     class LazyEmbeddedLLM(Resolved, _embedded_class()):  # type: ignore[misc]
         """The embedded model; its server starts on the first request."""
 
@@ -150,6 +149,10 @@ def _lazy_embedded_class() -> type[Any]:
         def close(self) -> None:
             with self._lock:
                 self._server.stop()
+
+        async def aclose(self) -> None:
+            if self._server.running:  # stopping waits for the process: not on the loop
+                await asyncio.to_thread(self.close)
 
         def chat(self, *args: Any, **kwargs: Any) -> Any:
             self.ensure_started()
