@@ -23,7 +23,8 @@ from typing import Any, cast
 
 from llama_index.core.llms import LLM
 
-from llm_compiler import LLMCompilerWorkflow, demo_tools
+from llm_compiler import LLMCompilerWorkflow
+from llm_compiler.demo import tools as demo_tools
 from llm_compiler.tools import ToolLike
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"

@@ -26,9 +26,9 @@ from llm_compiler import (
     PlanEvent,
     TaskReady,
     TaskResult,
-    demo_tools,
     idempotency_key,
 )
+from llm_compiler.demo import tools as demo_tools
 from llm_compiler.durable import dbos_runtime
 from llm_compiler.models.resolve import resolve_llm
 

