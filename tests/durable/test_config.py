@@ -44,9 +44,10 @@ def test_redact_hides_only_the_password():
 
 
 def test_a_missing_durable_extra_is_an_install_hint(monkeypatch):
+    import llm_compiler._extras as extras
     import llm_compiler.durable as durable
 
-    monkeypatch.setattr(durable, "_find", lambda module: None if module == "asyncpg" else 1)
+    monkeypatch.setattr(extras, "_find", lambda module: None if module == "asyncpg" else 1)
     with pytest.raises(
         ConfigurationError, match=r"needs asyncpg: pip install 'llm-compiler\[durable\]'"
     ):

@@ -94,8 +94,9 @@ def test_sigterm_stops_the_server_like_ctrl_c_with_its_cleanup(tmp_path):
 
 
 def test_a_missing_serve_extra_is_a_clear_install_hint(monkeypatch):
+    import llm_compiler._extras as extras
     import llm_compiler.serving as serving
 
-    monkeypatch.setattr(serving, "_find", lambda module: None)
+    monkeypatch.setattr(extras, "_find", lambda module: None)
     with pytest.raises(ConfigurationError, match=r"pip install 'llm-compiler\[serve\]'"):
         serving.build_app  # noqa: B018 (the attribute access is the import)

@@ -42,9 +42,9 @@ check may repeat its side effect once.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import TYPE_CHECKING, Any
 
+from llm_compiler._extras import require
 from llm_compiler.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -60,18 +60,7 @@ _NEEDED = {
 
 def check_installed() -> None:
     """Raise a one-line :class:`ConfigurationError` naming what the durable extra lacks."""
-    missing = [dist for mod, dist in _NEEDED.items() if _find(mod) is None]
-    if missing:
-        raise ConfigurationError(
-            f"A durable store needs {', '.join(missing)}: pip install 'llm-compiler[durable]'"
-        )
-
-
-def _find(module: str) -> object:
-    try:
-        return importlib.util.find_spec(module)
-    except ModuleNotFoundError:
-        return None
+    require("A durable store needs", "durable", _NEEDED)
 
 
 _EXPORTS = {

@@ -18,27 +18,15 @@ workflow API (``/workflows/{name}/run-nowait``, ``/events/{handler_id}``, ``/han
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import Any
 
-from llm_compiler.errors import ConfigurationError
+from llm_compiler._extras import require
 
 _NEEDED = {"llama_agents.server": "llama-agents-server", "ag_ui": "ag-ui-protocol"}
 
 
 def _check_installed() -> None:
-    missing = [dist for mod, dist in _NEEDED.items() if _find(mod) is None]
-    if missing:
-        raise ConfigurationError(
-            f"Serving needs {', '.join(missing)}: pip install 'llm-compiler[serve]'"
-        )
-
-
-def _find(module: str) -> object:
-    try:
-        return importlib.util.find_spec(module)
-    except ModuleNotFoundError:
-        return None
+    require("Serving needs", "serve", _NEEDED)
 
 
 _EXPORTS = {
