@@ -9,7 +9,14 @@ import pytest
 from mcp_fixtures import GARBAGE, PEAKS, of, run
 from workflows.errors import WorkflowCancelledByUser
 
-from llm_compiler import LLMCompilerWorkflow, TaskReady, TaskResult, tools_from_mcp
+from llm_compiler import (
+    ConfigurationError,
+    LLMCompilerWorkflow,
+    MCPConnection,
+    TaskReady,
+    TaskResult,
+    tools_from_mcp,
+)
 from llm_compiler.testing import ScriptedLLM
 
 FINISH = "Thought: I have it.\nAction: Finish({})"
@@ -172,3 +179,19 @@ async def test_headers_reach_an_http_server(http_server):
         wf = compiler(tools, '1. header("x-team")\n2. join()')
         _, events = await run(wf, user_msg="q")
     assert results(events)[1].output == "ops"
+
+
+async def test_two_servers_with_the_same_tools_need_a_prefix():
+    with pytest.raises(ConfigurationError, match="Two MCP tools are named 'height'.*prefix"):
+        await tools_from_mcp(PEAKS, PEAKS)
+    plan = '1. a_height("Everest")\n2. b_height("K2")\n3. a_subtract($1, $2)\n4. join()'
+    servers = MCPConnection(PEAKS, prefix="a_"), MCPConnection(PEAKS, prefix="b_")
+    async with tools_from_mcp(*servers, include=["a_height", "a_subtract", "b_height"]) as tools:
+        assert sorted(t.metadata.name for t in tools) == ["a_height", "a_subtract", "b_height"]
+        wf = compiler(tools, plan)
+        _, events = await run(wf, user_msg="How much higher is Everest than K2?")
+        # Each server was called under its own names; the plan used the prefixed ones.
+        assert [c.sessions_opened for c in servers] == [1, 1]
+    done = results(events)
+    assert [done[i].output for i in (1, 2, 3)] == [8849, 8611, 238]
+    assert {e.tool_name for e in of(events, TaskReady)} == {"a_height", "b_height", "a_subtract"}

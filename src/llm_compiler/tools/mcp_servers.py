@@ -81,6 +81,9 @@ class MCPConnection:
         connect_timeout: Seconds to start the server and finish the MCP handshake.
         call_timeout: Seconds one call may take (None: no limit of its own; the run's
             ``tool_timeout`` still applies).
+        prefix: Put before each of this server's tool names in plans (``"geo_"`` makes
+            its ``height`` the tool ``geo_height``); the server is still called with its
+            own name. For two servers whose tools share a name.
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class MCPConnection:
         headers: Mapping[str, str] | None = None,
         connect_timeout: float = 30.0,
         call_timeout: float | None = None,
+        prefix: str = "",
     ) -> None:
         self.url: str | None = None
         self.argv: list[str] = []
@@ -106,6 +110,7 @@ class MCPConnection:
         self.headers = dict(headers or {})
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
+        self.prefix = prefix
         self.name = self.url or shlex.join(self.argv)
         self.sessions_opened = 0
         """How many sessions were opened (1 + reconnections)."""
@@ -330,12 +335,15 @@ class MCPTool(SchemaTool):
 
     def __init__(self, connection: MCPConnection, tool: Any) -> None:
         description = tool.description or getattr(tool, "title", None) or ""
-        super().__init__(tool.name, description, tool.input_schema or {}, handler=self._request)
+        name = connection.prefix + tool.name
+        super().__init__(name, description, tool.input_schema or {}, handler=self._request)
         self.connection = connection
+        self.server_name: str = tool.name
+        """The tool's name on its server (``name`` without the connection's prefix)."""
         self.output_schema: Mapping[str, Any] | None = tool.output_schema
 
     async def _request(self, name: str, arguments: dict[str, Any]) -> Any:
-        return await self.connection.call_tool(name, arguments)
+        return await self.connection.call_tool(self.server_name, arguments)
 
     def call(self, *args: Any, **kwargs: Any) -> ToolOutput:
         """MCP tools share one session on an event loop: call them with ``acall``."""
@@ -384,18 +392,30 @@ class MCPTools(list[MCPTool]):
 
         Raises:
             MCPServerError: A server did not start or answer; the others are closed.
-            ConfigurationError: `include` names a tool no server has.
+            ConfigurationError: `include` names a tool no server has, or two servers
+                have a tool of the same name (give one a ``prefix``).
         """
         if self:
             return self
         try:
             for connection in self.connections:
-                for tool in await connection.list_tools():
+                for listed in await connection.list_tools():
+                    tool = MCPTool(connection, listed)
                     if self._wanted(tool.name):
-                        self.append(MCPTool(connection, tool))
+                        self.append(tool)
         except BaseException:
             await self.aclose()
             raise
+        seen: dict[str, MCPTool] = {}
+        for tool in self:
+            other = seen.setdefault(tool.name, tool)
+            if other is not tool:
+                await self.aclose()
+                raise ConfigurationError(
+                    f"Two MCP tools are named {tool.name!r} (servers {other.connection.name} "
+                    f"and {tool.connection.name}): give one server a prefix, e.g. "
+                    f"MCPConnection(..., prefix='x_'), or exclude one."
+                )
         missing = [n for n in self.include or () if n not in {t.name for t in self}]
         if missing:
             await self.aclose()
@@ -432,10 +452,11 @@ def tools_from_mcp(
 
     Args:
         servers: URLs (streamable HTTP), command lines (stdio), or :class:`MCPConnection`.
-        include: Only these tools (an unknown name is a ``ConfigurationError``).
+        include: Only these tools (an unknown name is a ``ConfigurationError``); names
+            as plans see them, with the server's ``prefix``.
         exclude: Not these tools.
         options: :class:`MCPConnection` options (``env``, ``cwd``, ``headers``,
-            ``connect_timeout``, ``call_timeout``) for servers given as text.
+            ``connect_timeout``, ``call_timeout``, ``prefix``) for servers given as text.
     """
     if not servers:
         raise ConfigurationError("tools_from_mcp needs at least one MCP server.")
