@@ -6,7 +6,6 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +27,9 @@ IDLE_TIMEOUT = 30.0
 #: How often DBOS looks for queued runs (``--max-runs``) and polls a run's result. DBOS
 #: queues are polled by design; this bounds a queued run's admission delay.
 POLL_SECONDS = 0.05
+#: SQLite has no LISTEN/NOTIFY: DBOS looks for the messages a run's steps send to its
+#: control loop this often (DBOS's default, 1 s, made every served SQLite run take ~1 s).
+SQLITE_NOTIFY_SECONDS = 0.01
 CONNECT_TIMEOUT = 5.0
 
 
@@ -121,13 +123,15 @@ def _configure(spec: StoreSpec, worker: str, app_name: str) -> DBOSRuntime:
     from dbos import DBOS
     from llama_agents.dbos import DBOSRuntime
 
-    config: Mapping[str, Any] = {
+    config: dict[str, Any] = {
         "name": app_name,
         "system_database_url": spec.url,
         "executor_id": worker,
         "log_level": "WARNING",
         "run_admin_server": False,
     }
+    if spec.kind == "sqlite":
+        config["notification_listener_polling_interval_sec"] = SQLITE_NOTIFY_SECONDS
     DBOS(config=config)  # type: ignore[arg-type]
     return DBOSRuntime(polling_interval_sec=POLL_SECONDS, queue_polling_interval_sec=POLL_SECONDS)
 
