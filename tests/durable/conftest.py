@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -61,6 +63,52 @@ def calls(tmp_path: Path) -> Calls:
     return Calls(tmp_path / "calls.log")
 
 
+def journaled(database: str, run_id: str) -> set[tuple[str, str]]:
+    """The calls whose step outcome is in DBOS's journal of `run_id` (read it right after a
+    kill: a result can reach the event stream before its step's outcome is written, and
+    only a journaled outcome is promised never to run again)."""
+    from llm_compiler.events import TaskResult
+
+    if database.startswith("sqlite:///"):
+        import sqlite3
+
+        query = (
+            "SELECT function_name, output FROM operation_outputs "
+            "WHERE workflow_uuid = ? AND function_name LIKE 'compiler.%'"
+        )
+        with sqlite3.connect(database.removeprefix("sqlite:///")) as db:
+            rows = db.execute(query, (run_id,)).fetchall()
+    else:
+        import psycopg
+
+        query = (
+            "SELECT function_name, output FROM dbos.operation_outputs "
+            "WHERE workflow_uuid = %s AND function_name LIKE 'compiler.%%'"
+        )
+        with psycopg.connect(database) as db:
+            rows = db.execute(query, (run_id,)).fetchall()
+    out: set[tuple[str, str]] = set()
+    for step, output in rows:
+        if step == "compiler.plan":
+            out.add(("llm", "planner"))
+        elif step == "compiler.join":
+            out.add(("llm", "joiner"))
+        elif step == "compiler.execute" and output:
+            # The test's own database: the step's returned events, as DBOS pickled them.
+            for item in pickle.loads(base64.b64decode(output)):
+                if isinstance(getattr(item, "result", None), TaskResult):
+                    out.add(TASK_CALLS[item.result.task_id])
+    return out
+
+
+TASK_CALLS = {
+    1: ("tool", "fetch:alpha"),
+    2: ("tool", "fetch:beta"),
+    3: ("tool", "slow:gamma"),
+    4: ("tool", "combine"),
+}
+
+
 class Worker:
     """One ``llm-compiler serve`` process."""
 
@@ -86,6 +134,9 @@ class Worker:
         else:
             raise AssertionError(f"the worker did not start: {self.proc.stderr.read()}")  # type: ignore[union-attr]
         self.client = httpx.Client(base_url=self.url, timeout=30)
+
+    def run_id(self, handler_id: str) -> str:
+        return str(self.client.get(f"/handlers/{handler_id}").json()["run_id"])
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)

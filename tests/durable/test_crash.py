@@ -9,40 +9,27 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import Calls, Worker
+from .conftest import TASK_CALLS, Calls, Worker, journaled
 from .crash_app import ANSWER
 
 pytestmark = pytest.mark.timeout(120)
 
 POINTS = ["plan", "schedule", "tool", "joiner"]
-TASK_CALLS = {
-    1: ("tool", "fetch:alpha"),
-    2: ("tool", "fetch:beta"),
-    3: ("tool", "slow:gamma"),
-    4: ("tool", "combine"),
-}
 EVERY_CALL = [("llm", "planner"), *TASK_CALLS.values(), ("llm", "joiner")]
 
 
-def recorded_before_resume(events: list[dict]) -> set[tuple[str, str]]:
-    """The calls whose results the killed worker had recorded (before the RunResumed mark)."""
-    marks = [i for i, e in enumerate(events) if e["type"] == "RunResumed"]
-    assert len(marks) == 1, [e["type"] for e in events]
-    done: set[tuple[str, str]] = set()
-    for e in events[: marks[0]]:
-        if e["type"] == "TaskResult":
-            done.add(TASK_CALLS[e["value"]["task_id"]])
-        elif e["type"] == "PlanEvent" and e["value"].get("complete"):
-            done.add(("llm", "planner"))
-    return done
-
-
-def check_once_more_at_most(calls: Calls, events: list[dict]) -> None:
-    """Recorded calls ran once; the rest (in flight at the kill) at most twice."""
-    done = recorded_before_resume(events)
+def check_once_more_at_most(calls: Calls, recorded: set[tuple[str, str]]) -> None:
+    """Calls journaled at the kill ran once; the rest (in flight at the kill) at most twice."""
     for call in EVERY_CALL:
-        allowed = 1 if call in done else 2
-        assert 1 <= calls.count(*call) <= allowed, (call, sorted(done), calls.lines())
+        allowed = 1 if call in recorded else 2
+        assert 1 <= calls.count(*call) <= allowed, (call, sorted(recorded), calls.lines())
+
+
+def resumed_once(events: list[dict]) -> dict:
+    """The stream's one ``RunResumed`` mark."""
+    marks = [e for e in events if e["type"] == "RunResumed"]
+    assert len(marks) == 1, [e["type"] for e in events]
+    return marks[0]
 
 
 def answer_of(handler: dict) -> str:
@@ -54,8 +41,10 @@ def test_a_run_killed_at_any_point_finishes_once_restarted(point, database, call
     first = Worker(database, calls, crash_at=point)
     workers.append(first)
     handler_id = first.start_run()
+    run_id = first.run_id(handler_id)
     calls.wait_for("blocked", point)
     first.kill()
+    recorded = journaled(database, run_id)
 
     again = Worker(database, calls)
     workers.append(again)
@@ -64,8 +53,10 @@ def test_a_run_killed_at_any_point_finishes_once_restarted(point, database, call
     assert handler["status"] == "completed", handler
     assert answer_of(handler) == ANSWER
     events = again.events(handler_id)
-    check_once_more_at_most(calls, events)
-    mark = next(e for e in events if e["type"] == "RunResumed")
+    check_once_more_at_most(calls, recorded)
+    if point == "joiner":  # the joiner starts once every result is journaled
+        assert recorded == {("llm", "planner"), *TASK_CALLS.values()}
+    mark = resumed_once(events)
     assert mark["value"]["worker"] == again.worker and events[-1]["type"] == "StopEvent"
 
 
@@ -74,13 +65,16 @@ def test_a_sqlite_store_resumes_a_killed_run(tmp_path, calls: Calls, workers):
     first = Worker(store, calls, crash_at="tool")
     workers.append(first)
     handler_id = first.start_run()
+    run_id = first.run_id(handler_id)
     calls.wait_for("blocked", "tool")
     first.kill()
+    recorded = journaled(store, run_id)
 
     again = Worker(store, calls)
     workers.append(again)
     assert answer_of(again.wait_done(handler_id)) == ANSWER
-    check_once_more_at_most(calls, again.events(handler_id))
+    check_once_more_at_most(calls, recorded)
+    resumed_once(again.events(handler_id))
     page_shows_the_resume(again, handler_id)
 
 

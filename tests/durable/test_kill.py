@@ -66,12 +66,13 @@ def reference(tmp_path_factory: pytest.TempPathFactory, backend: str) -> dict[st
 
 def assert_nothing_finished_ran_again(log: list[str], unrecorded: int = 0) -> None:
     """Every lookup ran to the end; none ran again, but for at most `unrecorded` calls that
-    had returned without their step's outcome journaled yet (a step's outcome is written
-    when the step returns, concurrently with the step the kill hit: at-least-once)."""
+    the kill cut (task 4's lookup runs beside the slow tool) or that had returned without
+    their step's outcome journaled yet (at-least-once)."""
     again = 0
     for x in ("a", "b", "B"):
-        assert 1 <= log.count(f"done lookup {x}") == log.count(f"start lookup {x}"), log
-        again += log.count(f"done lookup {x}") - 1
+        starts, dones = log.count(f"start lookup {x}"), log.count(f"done lookup {x}")
+        assert 1 <= dones <= starts <= dones + 1, log  # at most one attempt cut by the kill
+        again += starts - 1
     assert again <= unrecorded, log
     assert log.count("done slow A") == 1, log
     assert log.count("start slow A") <= 2, log
