@@ -48,7 +48,7 @@ from llm_compiler._extras import require
 from llm_compiler.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from llama_agents.dbos import DBOSRuntime
+    from workflows.runtime.types.plugin import Runtime
 
 _NEEDED = {
     "llama_agents.dbos": "llama-agents-dbos",
@@ -92,7 +92,7 @@ def dbos_runtime(
     polling_interval: float = 0.05,
     sqlite_notify_interval: float = 0.01,
     **config: Any,
-) -> DBOSRuntime:
+) -> Runtime:
     """A DBOS runtime journaling runs in `database_url` (``sqlite:///path`` or
     ``postgresql://...``). Call ``await runtime.launch()`` before the first run.
 
@@ -124,4 +124,6 @@ def dbos_runtime(
         DBOS(config=dbos_config)  # type: ignore[arg-type]
     except Exception as e:  # DBOS raises its own errors for names, URLs and drivers
         raise ConfigurationError(f"DBOS could not be set up on {database_url!r}: {e}") from e
-    return DBOSRuntime(polling_interval_sec=polling_interval, **config)
+    from llm_compiler.durable.runtime import WallClockRuntime
+
+    return WallClockRuntime(DBOSRuntime(polling_interval_sec=polling_interval, **config))

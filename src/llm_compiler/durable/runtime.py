@@ -116,6 +116,28 @@ class WorkerRuntime(BaseRuntimeDecorator):
         logger.info("Resumed run %s on worker %s", run_id, self._durable.worker)
 
 
+class _WallClock(BaseInternalRunAdapterDecorator):
+    """Reads the time from the clock, not as a DBOS step.
+
+    llama-agents-dbos 0.7.0 reads the time as a synchronous DBOS step: two database round
+    trips on the event loop, several per tick (measured: a third of a durable run's CPU).
+    The clock suffices: the control loop only schedules timeouts with it, and a resumed
+    run's alive-time budget is carried by its session-start ticks.
+    """
+
+    @override
+    async def get_now(self) -> float:
+        return time.time()
+
+
+class WallClockRuntime(BaseRuntimeDecorator):
+    """A DBOS runtime whose runs read the time from the clock (see :class:`_WallClock`)."""
+
+    @override
+    def get_internal_adapter(self, workflow: Workflow) -> InternalRunAdapter:
+        return _WallClock(super().get_internal_adapter(workflow))
+
+
 class _ResumeMarking(BaseInternalRunAdapterDecorator):
     """Lets :meth:`WorkerRuntime.mark_if_resumed` run before the run's first async call."""
 
@@ -133,12 +155,8 @@ class _ResumeMarking(BaseInternalRunAdapterDecorator):
 
     @override
     async def get_now(self) -> float:
-        # llama-agents-dbos 0.7.0 reads the time as a DBOS step: two synchronous database
-        # round trips on the event loop, several per tick (measured: a third of a durable
-        # run's CPU). The clock suffices: the control loop only schedules timeouts with it,
-        # and a resumed run's alive-time budget is carried by its session-start ticks.
         await self._mark()
-        return time.time()
+        return time.time()  # not a DBOS step: see _WallClock
 
     @override
     async def wait_receive(self, timeout_seconds: float | None = None) -> WaitResult:
