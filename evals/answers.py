@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import sys
 import time
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
 from llama_index.core.llms import LLM
 
+from evals.bfcl import write_results
 from llm_compiler import LLMCompilerWorkflow
 from llm_compiler.demo import tools as demo_tools
 from llm_compiler.tools import ToolLike
@@ -184,16 +184,9 @@ async def main_async(args: argparse.Namespace) -> int:
         outcomes = await run_answers(llm, questions, args.timeout)
     table = markdown(outcomes, resolved.description, date)
     print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".md").write_text(table, encoding="utf-8")
-    payload = {
-        "model": resolved.description,
-        "date": date,
-        "right": sum(o.right for o in outcomes),
-        "n": len(outcomes),
-        "outcomes": [asdict(o) for o in outcomes],
-    }
-    args.out.with_suffix(".json").write_text(json.dumps(payload, indent=1) + "\n")
+    right = sum(o.right for o in outcomes)
+    meta = {"model": resolved.description, "date": date, "right": right, "n": len(outcomes)}
+    write_results(args.out, table, meta, outcomes)
     return 0
 
 

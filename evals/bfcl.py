@@ -175,8 +175,8 @@ def split_available(names: Sequence[str]) -> tuple[list[str], list[str]]:
     return ready, notes
 
 
-def write_results(out: Path, table: str, meta: dict[str, Any], outcomes: list[Outcome]) -> None:
-    """The table as ``<out>.md`` and everything as ``<out>.json``."""
+def write_results(out: Path, table: str, meta: dict[str, Any], outcomes: Sequence[Any]) -> None:
+    """The table as ``<out>.md``, `meta` and the outcomes (dataclasses) as ``<out>.json``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".md").write_text(table, encoding="utf-8")
     payload = {**meta, "outcomes": [asdict(o) for o in outcomes]}

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from llama_index.core.llms import LLM
 
+from evals.bfcl import write_results
 from evals.checker import standardize
 from llm_compiler import CompiledPlan, LLMCompilerWorkflow
 from llm_compiler.dialects import LLMCompilerDialect
@@ -309,17 +309,13 @@ async def main_async(args: argparse.Namespace) -> int:
     choice = args.examples or "default examples"
     table = markdown(outcomes, f"Own-tool plans on {llm.description} ({choice}), {date_}")
     print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".md").write_text(table, encoding="utf-8")
-    payload = {
-        "model": llm.description,
-        "date": date_,
-        "examples": choice,
-        "right": sum(o.right for o in outcomes),
-        "n": len(outcomes),
-        "outcomes": [asdict(o) for o in outcomes],
-    }
-    args.out.with_suffix(".json").write_text(json.dumps(payload, indent=1) + "\n")
+    meta = {"model": llm.description, "date": date_, "examples": choice}
+    write_results(
+        args.out,
+        table,
+        {**meta, "right": sum(o.right for o in outcomes), "n": len(outcomes)},
+        outcomes,
+    )
     return 0
 
 
