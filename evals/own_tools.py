@@ -309,13 +309,9 @@ async def main_async(args: argparse.Namespace) -> int:
     choice = args.examples or "default examples"
     table = markdown(outcomes, f"Own-tool plans on {llm.description} ({choice}), {date_}")
     print(table)
-    meta = {"model": llm.description, "date": date_, "examples": choice}
-    write_results(
-        args.out,
-        table,
-        {**meta, "right": sum(o.right for o in outcomes), "n": len(outcomes)},
-        outcomes,
-    )
+    right, n = sum(o.right for o in outcomes), len(outcomes)
+    meta = {"model": llm.description, "date": date_, "examples": choice, "right": right, "n": n}
+    write_results(args.out, table, meta, outcomes)
     return 0
 
 

@@ -63,6 +63,15 @@ def calls(tmp_path: Path) -> Calls:
     return Calls(tmp_path / "calls.log")
 
 
+#: The call each task of the crash app makes, as `Calls` logs it.
+TASK_CALLS = {
+    1: ("tool", "fetch:alpha"),
+    2: ("tool", "fetch:beta"),
+    3: ("tool", "slow:gamma"),
+    4: ("tool", "combine"),
+}
+
+
 def journaled(database: str, run_id: str) -> set[tuple[str, str]]:
     """The calls whose step outcome is in DBOS's journal of `run_id` (read it right after a
     kill: a result can reach the event stream before its step's outcome is written, and
@@ -99,14 +108,6 @@ def journaled(database: str, run_id: str) -> set[tuple[str, str]]:
                 if isinstance(getattr(item, "result", None), TaskResult):
                     out.add(TASK_CALLS[item.result.task_id])
     return out
-
-
-TASK_CALLS = {
-    1: ("tool", "fetch:alpha"),
-    2: ("tool", "fetch:beta"),
-    3: ("tool", "slow:gamma"),
-    4: ("tool", "combine"),
-}
 
 
 class Worker:

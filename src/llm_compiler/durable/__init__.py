@@ -45,6 +45,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from llm_compiler._extras import require
+from llm_compiler.durable.backend import POLL_SECONDS, SQLITE_NOTIFY_SECONDS
 from llm_compiler.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -89,8 +90,8 @@ def dbos_runtime(
     database_url: str,
     *,
     app_name: str = "llm-compiler",
-    polling_interval: float = 0.05,
-    sqlite_notify_interval: float = 0.01,
+    polling_interval: float = POLL_SECONDS,
+    sqlite_notify_interval: float = SQLITE_NOTIFY_SECONDS,
     **config: Any,
 ) -> Runtime:
     """A DBOS runtime journaling runs in `database_url` (``sqlite:///path`` or

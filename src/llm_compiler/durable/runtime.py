@@ -101,7 +101,7 @@ class WorkerRuntime(BaseRuntimeDecorator):
             self._unchecked.add(inner.run_id)
             if len(self._seen) > SEEN_RUNS:
                 self._seen.popitem(last=False)
-        return _ResumeMarking(inner, self)
+        return _ResumeMarking(_WallClock(inner), self)
 
     async def mark_if_resumed(self, run_id: str) -> None:
         """Append :class:`RunResumed` to `run_id`'s stream if this process takes it up with
@@ -132,7 +132,9 @@ class _WallClock(BaseInternalRunAdapterDecorator):
     Postgres spent 114 ms in one write).
     """
 
-    def __init__(self, decorated: InternalRunAdapter, stream_lock: asyncio.Lock) -> None:
+    def __init__(
+        self, decorated: InternalRunAdapter, stream_lock: asyncio.Lock | None = None
+    ) -> None:
         super().__init__(decorated)
         self._stream_lock = stream_lock
 
@@ -142,6 +144,9 @@ class _WallClock(BaseInternalRunAdapterDecorator):
 
     @override
     async def write_to_event_stream(self, event: Event) -> None:
+        if self._stream_lock is None:  # served runs: the server's store takes the events
+            await super().write_to_event_stream(event)
+            return
         async with self._stream_lock:
             await super().write_to_event_stream(event)
 
@@ -181,7 +186,7 @@ class _ResumeMarking(BaseInternalRunAdapterDecorator):
     @override
     async def get_now(self) -> float:
         await self._mark()
-        return time.time()  # not a DBOS step: see _WallClock
+        return await super().get_now()
 
     @override
     async def wait_receive(self, timeout_seconds: float | None = None) -> WaitResult:
