@@ -151,8 +151,7 @@ async def _serve(args: argparse.Namespace) -> None:
     if spec.durable:
         from llm_compiler.durable import open_durable
 
-        durable = await open_durable(spec)
-        durable.idle_release = args.idle_release
+        durable = await open_durable(spec, idle_release=args.idle_release)
         print(f"Runs are kept in {spec.shown} (worker {durable.worker}).", flush=True)  # noqa: T201
     options: dict[str, Any] = {"durable": durable, "max_runs": args.max_runs, "policy": policy}
     if args.workflow:

@@ -36,7 +36,7 @@ from llm_compiler.serving.security import SecurityGuard, SecurityPolicy
 if TYPE_CHECKING:
     from llama_agents.server import AbstractWorkflowStore, WorkflowServer
 
-    from llm_compiler.durable import Durable
+    from llm_compiler.durable.store import ServedDurable as Durable
 
 STATIC = Path(__file__).with_name("static")
 #: The name the compiler workflow is served under.
@@ -105,7 +105,7 @@ def build_app(
         store: Where runs and their events are kept (memory when None).
         info: Extra fields for ``/api/info`` (e.g. ``model``, ``question``).
         max_body: Largest request body in bytes.
-        durable: Run on DBOS (:func:`llm_compiler.durable.open_durable`): runs survive
+        durable: Keep runs in a journal (:func:`llm_compiler.durable.open_durable`): runs survive
             crashes and workers sharing its Postgres share the runs; `store` is ignored.
         max_runs: Runs of each workflow this process holds at once (the rest wait; with
             `durable`, in the database for any worker).
@@ -199,17 +199,20 @@ def _workflow_server(
     from llama_agents.server import MemoryWorkflowStore, WorkflowServer
 
     workflows = list(workflows)
+    if durable is not None:  # the cap is the worker's: the rest wait in the database
+        durable.max_runs = max_runs
+        runtime = durable.server_runtime()
+        server = WorkflowServer(
+            runtime=runtime, workflow_store=durable.store, middleware=[middleware]
+        )
+        return server, durable.store
     if max_runs is not None:
         for workflow in workflows:
-            # No public setter; the runtime reads it when the workflow is registered (a
-            # semaphore in memory, a DBOS queue with this per-worker concurrency on DBOS).
+            # No public setter; the in-memory runtime reads it when the workflow is
+            # registered (a semaphore per workflow).
             workflow._num_concurrent_runs = max_runs
-    if durable is None:
-        store = store or MemoryWorkflowStore()
-        return WorkflowServer(workflow_store=store, middleware=[middleware]), store
-    runtime = durable.server_runtime()
-    server = WorkflowServer(runtime=runtime, workflow_store=durable.store, middleware=[middleware])
-    return server, durable.store
+    store = store or MemoryWorkflowStore()
+    return WorkflowServer(workflow_store=store, middleware=[middleware]), store
 
 
 async def recent_runs(
