@@ -114,6 +114,7 @@ def build_app(
 
     from llm_compiler.serving.agui import agui_route
     from llm_compiler.serving.client_events import gate_route
+    from llm_compiler.serving.starts import start_routes
 
     if not workflows:
         raise ConfigurationError("Give at least one workflow to serve.")
@@ -171,6 +172,7 @@ def build_app(
     # Ours first; the server's CDN-loading UI (its catch-all mount named "ui") goes.
     kept = [r for r in server.app.router.routes if getattr(r, "name", None) != "ui"]
     routes.append(gate_route(store, workflows, extras, kept))
+    routes += start_routes(store, kept)
     server.app.router.routes[:] = routes + kept
     guarded = RequestGuard(server.app, workflows=list(workflows), max_body=max_body)
     app = SecurityGuard(guarded, policy)
