@@ -100,9 +100,12 @@ def journaled(database: str, run_id: str) -> set[tuple[str, str]]:
 class Worker:
     """One ``llm-compiler serve`` process."""
 
-    def __init__(self, store: str, calls: Calls, *extra: str, crash_at: str = "") -> None:
+    def __init__(
+        self, store: str, calls: Calls, *extra: str, crash_at: str = "", slow: float = 0
+    ) -> None:
         env = {
             **os.environ,
+            "LLMC_SLOW_SECONDS": str(slow),
             "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
             "LLMC_CALLS": str(calls.path),
             "LLMC_CRASH_AT": crash_at,

@@ -17,7 +17,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from llm_compiler.durable.config import CONNECT_TIMEOUT, IDLE_RELEASE, DurableConfig
+from llm_compiler.durable.config import (
+    CONNECT_TIMEOUT,
+    IDLE_RELEASE,
+    OUTAGE_LIMIT,
+    DurableConfig,
+)
 from llm_compiler.durable.journal import RUN_COLUMNS, Journal, RunRecord
 from llm_compiler.durable.runtime import JournalRuntime
 from llm_compiler.durable.spec import StoreSpec
@@ -174,6 +179,7 @@ def prepare(
     on_fatal: Callable[[str], None] = _fatal,
     cls: type[Durable] | None = None,
     idle_release: float = IDLE_RELEASE,
+    outage_limit: float = OUTAGE_LIMIT,
 ) -> Durable:
     """A durable backend for `spec`, not yet started (no I/O but the SQLite file lock).
 
@@ -184,7 +190,9 @@ def prepare(
     from llm_compiler.durable import check_installed
 
     check_installed()
-    config = DurableConfig.build(spec, worker=worker, idle_release=idle_release)
+    config = DurableConfig.build(
+        spec, worker=worker, idle_release=idle_release, outage_limit=outage_limit
+    )
     journal = Journal(config, on_fatal=on_fatal)
     held: list[Durable] = []
 

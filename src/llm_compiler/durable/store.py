@@ -46,7 +46,7 @@ from workflows.runtime.types.ticks import TickAddEvent, TickCancelRun, WorkflowT
 from workflows.workflow import Workflow
 
 from llm_compiler.durable.backend import Durable, prepare
-from llm_compiler.durable.config import IDLE_RELEASE
+from llm_compiler.durable.config import IDLE_RELEASE, OUTAGE_LIMIT
 from llm_compiler.durable.events import RunResumed
 from llm_compiler.durable.facts import fold
 from llm_compiler.durable.journal import EVENTS_CHANNEL, Journal, RunRecord
@@ -697,6 +697,7 @@ async def open_durable(
     worker: str | None = None,
     max_runs: int | None = None,
     idle_release: float = IDLE_RELEASE,
+    outage_limit: float = OUTAGE_LIMIT,
 ) -> ServedDurable:
     """The durable backend of a server on `spec`, its database checked now.
 
@@ -707,7 +708,12 @@ async def open_durable(
     from llm_compiler.durable.backend import check_reachable
 
     durable = prepare(
-        spec, worker=worker, runtime=ServedRuntime, cls=ServedDurable, idle_release=idle_release
+        spec,
+        worker=worker,
+        runtime=ServedRuntime,
+        cls=ServedDurable,
+        idle_release=idle_release,
+        outage_limit=outage_limit,
     )
     assert isinstance(durable, ServedDurable) and isinstance(durable.runtime, ServedRuntime)
     durable.runtime.durable = durable

@@ -163,6 +163,7 @@ def build_app(
 
     routes: list[BaseRoute] = [
         Route("/", index, methods=["GET"]),
+        *([Route("/health", durable_health(durable), methods=["GET"])] if durable else []),
         Route("/api/info", api_info, methods=["GET"]),
         Route("/api/runs", api_runs, methods=["GET"]),
         Route("/api/runs/{handler_id}/mermaid", api_mermaid, methods=["GET"]),
@@ -177,6 +178,18 @@ def build_app(
     guarded = RequestGuard(server.app, workflows=list(workflows), max_body=max_body)
     app = SecurityGuard(guarded, policy)
     return ServedApp(app=app, server=server, info=payload, policy=policy, durable=durable)
+
+
+def durable_health(durable: Durable) -> Any:
+    """``GET /health`` of a durable server: ``degraded`` (503) while its database does not
+    answer (runs pause, the worker reconnects), else ``healthy``."""
+
+    async def health(request: Request) -> Response:
+        if durable.degraded:
+            return JSONResponse({"status": "degraded", "worker": durable.worker}, 503)
+        return JSONResponse({"status": "healthy", "worker": durable.worker})
+
+    return health
 
 
 def cors(policy: SecurityPolicy) -> Middleware:
