@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_compiler import LLMCompilerWorkflow
-from llm_compiler.durable import durable_runtime
+from llm_compiler.durable import at_most_once, durable_runtime
 from llm_compiler.engine.scheduler import Decision
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.engine.summary import CompilerOutput
@@ -64,8 +64,10 @@ async def lookup(x: str) -> str:
 
 async def slow(x: str) -> str:
     """Combine x, slowly."""
+    if CRASH == "once" or CRASH == "none-once":
+        await at_most_once()  # committed before the call's effect
     log(f"start slow {x}")
-    if CRASH == "tool":
+    if CRASH in ("tool", "once"):
         (DIR / "ready").write_text("started")
         await asyncio.Event().wait()  # until the test kills this process
     log(f"done slow {x}")
