@@ -148,6 +148,9 @@ class JournalStore(AbstractWorkflowStore):
 
     @override
     async def query(self, query: HandlerQuery) -> list[PersistentHandler]:
+        local = self._held_match(query)
+        if local is not None:
+            return local
         where, args = [], []
         for column, values in (
             ("handler_id", query.handler_id_in),
@@ -168,6 +171,19 @@ class JournalStore(AbstractWorkflowStore):
             sql += " WHERE " + " AND ".join(where)
         rows = await self.journal.fetch(sql + " ORDER BY started_at DESC LIMIT 1000", *args)
         return [self._handler(row) for row in rows]
+
+    def _held_match(self, query: HandlerQuery) -> list[PersistentHandler] | None:
+        """The answer from the runs held here, if the query names only such runs."""
+        if query.handler_id_in and not (query.run_id_in or query.workflow_name_in):
+            found = [h for h in self.held.values() if h.handler_id in query.handler_id_in]
+        elif query.run_id_in and not (query.handler_id_in or query.workflow_name_in):
+            found = [self.held[r] for r in query.run_id_in if r in self.held]
+        else:
+            return None
+        wanted = query.handler_id_in or query.run_id_in or []
+        if len(found) != len(wanted) or query.status_in is not None or query.is_idle is not None:
+            return None
+        return [h.model_copy() for h in found]
 
     def _handler(self, row: tuple[Any, ...]) -> PersistentHandler:
         handler_id, workflow, status, run_id, error, result, started, updated, done, idle = row
@@ -193,7 +209,14 @@ class JournalStore(AbstractWorkflowStore):
         if reserved:
             self.held[handler.run_id] = handler
         self._put(handler, owner=self.durable.worker if reserved else None)
-        await self.journal.barrier(handler.run_id)
+        if not reserved:  # it waits in the database for a worker: committed now
+            await self.journal.barrier(handler.run_id)
+        # Otherwise not awaited here: the run's first step, and the start request's response
+        # (:meth:`committed`), wait for this row's commit, with the run's first facts.
+
+    async def committed(self) -> None:
+        """Wait until everything queued so far is committed (before a start is answered)."""
+        await self.journal.commit()
 
     def _put(self, handler: PersistentHandler, owner: str | None = None) -> None:
         assert handler.run_id is not None

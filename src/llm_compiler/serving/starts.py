@@ -67,7 +67,20 @@ class StartGate:
         except BadRequest as e:
             await reply(send, e.status, e.detail)
             return
-        await self.forward.handle(scope, replay(body, receive), send)
+        await self.forward.handle(scope, replay(body, receive), self._durably(send))
+
+    def _durably(self, send: Send) -> Send:
+        """`send`, answering only once the store committed the new run (durable stores)."""
+        committed = getattr(self.store, "committed", None)
+        if committed is None:
+            return send
+
+        async def after_commit(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                await committed()
+            await send(message)
+
+        return after_commit
 
 
 def start_routes(store: AbstractWorkflowStore, server_routes: Sequence[Any]) -> list[Route]:
