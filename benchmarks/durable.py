@@ -252,14 +252,14 @@ def table(rows: dict[str, dict[str, float]]) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in rows.items():
-        cpu_cols = (
-            f"{r['worker_cpu_ms']:.1f} ms | {r['db_cpu_ms']:.1f} ms | {r['runs_per_s_per_core']:.0f}"
-            if "worker_cpu_ms" in r
-            else "| |"
-        )
+        cpu_cols = "| |"
+        if "worker_cpu_ms" in r:
+            cpu_cols = f"{r['worker_cpu_ms']:.1f} ms | {r['db_cpu_ms']:.1f} ms | "
+            cpu_cols += f"{r['runs_per_s_per_core']:.0f}"
         lines.append(
-            f"| {name} | {r['L1_ms']:.1f} ms | {r['L9_ms']:.1f} ms | {r['extra_per_task_ms']:+.2f} ms"
-            f" | {r['extra_per_run_ms']:+.1f} ms | {r['ratio_1_task']:.2f}x | {cpu_cols} |"
+            f"| {name} | {r['L1_ms']:.1f} ms | {r['L9_ms']:.1f} ms | "
+            f"{r['extra_per_task_ms']:+.2f} ms | {r['extra_per_run_ms']:+.1f} ms | "
+            f"{r['ratio_1_task']:.2f}x | {cpu_cols} |"
         )
     return "\n".join(lines)
 
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     from llm_compiler.durable.cluster import throwaway_postgres
 
     load = os.getloadavg()
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     served: dict[str, dict[str, float]] = {}
     local: dict[str, dict[str, float]] = {}
     with (

@@ -1,8 +1,9 @@
 """A durable run on SQLite, for tests that kill it with SIGKILL and run it again.
 
 Usage: ``python kill_app.py DIR CRASH [BACKEND]``. BACKEND is ``journal`` (default:
-:func:`llm_compiler.durable.durable_runtime`, the fact journal) or ``server`` (llama-agents-server's SQLite workflow store, which
-resumes runs from its tick journal and state row when it starts). CRASH is one of
+:func:`llm_compiler.durable.durable_runtime`, the fact journal) or ``server``
+(llama-agents-server's SQLite workflow store, which resumes runs from its tick journal and
+state row when it starts). CRASH is one of
 ``none``, ``tool`` (the slow
 tool signals, writing DIR/ready, then blocks until the test kills the process),
 ``plan`` (killed while the plan streams, after tasks 1 and 2 finished), ``schedule``

@@ -22,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from contextvars import ContextVar
 from collections.abc import Callable, Coroutine
+from contextvars import ContextVar
 from typing import Any
 
 from pydantic import BaseModel

@@ -413,6 +413,7 @@ class ServedRuntime(JournalRuntime):
         self._again = False
         self._listener: Any = None
         self._idle: dict[str, asyncio.TimerHandle] = {}
+        self._store: JournalStore | None = None
 
     @property
     def backend(self) -> Durable:
@@ -421,12 +422,11 @@ class ServedRuntime(JournalRuntime):
 
     @property
     def store(self) -> JournalStore:
-        store = getattr(self.backend, "_journal_store", None)
-        if store is None:
-            store = JournalStore(self.backend)
-            self.backend._journal_store = store  # type: ignore[attr-defined]
-            self.on_resume = store.mark_resumed
-        return store
+        """The workflow store of this server's runs."""
+        if self._store is None:
+            self._store = JournalStore(self.backend)
+            self.on_resume = self._store.mark_resumed
+        return self._store
 
     # ------------------------------------------------------------------ lifecycle
 
