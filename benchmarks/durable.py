@@ -268,10 +268,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.durable", description=__doc__)
     parser.add_argument("--runs", type=int, default=15, help="runs per latency point")
     parser.add_argument("--scale-total", type=int, default=48, help="runs per scale-out point")
-    parser.add_argument("--scale-sleep", type=float, default=1.0, help="tool seconds")
+    parser.add_argument("--scale-sleep", type=float, default=2.0, help="tool seconds")
     parser.add_argument("--scale-cap", type=int, default=4, help="--max-runs per worker")
     parser.add_argument("--scale-clients", type=int, default=16)
+    parser.add_argument("--only-scale-out", action="store_true", help="skip the cost tables")
     args = parser.parse_args(argv)
+    if args.only_scale_out:
+        from llm_compiler.durable.cluster import throwaway_postgres
+
+        with throwaway_postgres() as pg:
+            scale = scale_out(
+                pg, args.scale_total, args.scale_sleep, args.scale_cap, args.scale_clients
+            )
+        print(json.dumps(scale, indent=2))
+        return 0
     from llm_compiler.durable.cluster import throwaway_postgres
 
     load = os.getloadavg()

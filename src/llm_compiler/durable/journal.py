@@ -420,6 +420,46 @@ async def _no_reset(conn: object) -> None:
     """A pool connection needs no reset: it never LISTENs and sets nothing."""
 
 
+_CONFLICTS = {
+    _FACT: _FACT.split(" ON CONFLICT ")[1],
+    _RECORD: _RECORD.split(" ON CONFLICT ")[1],
+    _EVENT: _EVENT.split(" ON CONFLICT ")[1],
+    _RUN: _RUN.split(" ON CONFLICT ")[1],
+}
+_TYPES = {
+    _FACT: ("llmc_facts (run_id, kind, key, body)", ["text"] * 4),
+    _RECORD: ("llmc_facts (run_id, kind, key, body)", ["text"] * 4),
+    _EVENT: ("llmc_events (run_id, seq, at, body)", ["text", "int", "float8", "text"]),
+    _RUN: (f"llmc_runs ({RUN_COLUMNS})", ["text"] * 8 + ["float8"] * 4),
+}
+_NOTIFY_MAX = 7900  # Postgres's payload limit is 8000 bytes
+
+
+def one_statement(
+    batch: list[tuple[str, list[tuple[Any, ...]]]], runs: set[str]
+) -> tuple[str, list[Any]]:
+    """A batch as one statement (one round trip, one implicit transaction): an ``INSERT ...
+    SELECT FROM unnest(<column arrays>)`` per kind of row, as data-modifying CTEs, and the
+    NOTIFY of the runs whose events it holds."""
+    parts, args = [], []
+    for i, (sql, rows) in enumerate(batch):
+        target, types = _TYPES[sql]
+        arrays = []
+        for kind, column in zip(types, zip(*rows, strict=True), strict=True):
+            args.append(list(column))
+            arrays.append(f"${len(args)}::{kind}[]")
+        parts.append(
+            f"w{i} AS (INSERT INTO {target} SELECT * FROM unnest({', '.join(arrays)})"
+            f" ON CONFLICT {_CONFLICTS[sql]})"
+        )
+    tail = "SELECT 1"
+    if runs:
+        payload = json.dumps(sorted(runs))
+        args += [EVENTS_CHANNEL, payload if len(payload) < _NOTIFY_MAX else '"*"']
+        tail = f"SELECT pg_notify(${len(args) - 1}, ${len(args)})"
+    return ("WITH " + ", ".join(parts) + " " + tail) if parts else tail, args
+
+
 class PostgresDriver:
     """A connection for the committing task, and a small pool for queries (no reset on
     release: asyncpg's default reset is several statements per query)."""
@@ -450,14 +490,9 @@ class PostgresDriver:
         if self._writer is None or self._writer.is_closed():
             self._writer = await asyncpg.connect(self.dsn, timeout=CONNECT_TIMEOUT)
         conn = self._writer
+        sql, args = one_statement(batch, runs)
         try:
-            async with conn.transaction():
-                for sql, rows in batch:
-                    await conn.executemany(_numbered(sql), rows)
-                if runs:
-                    await conn.execute(
-                        "SELECT pg_notify($1, $2)", EVENTS_CHANNEL, json.dumps(sorted(runs))
-                    )
+            await conn.execute(sql, *args)
         except BaseException:
             if conn.is_closed():
                 self._writer = None

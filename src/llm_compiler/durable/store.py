@@ -468,7 +468,8 @@ class ServedRuntime(JournalRuntime):
         self._listener = conn
 
     def _on_events(self, conn: object, pid: int, channel: str, payload: str) -> None:
-        self.store.on_committed(json.loads(payload))
+        runs = json.loads(payload)
+        self.store.on_committed(list(self.store._changed) if runs == "*" else runs)
 
     def _on_inbox(self, conn: object, pid: int, channel: str, run_id: str) -> None:
         if run_id in self.holding:
