@@ -441,7 +441,8 @@ def one_statement(
     """A batch as one statement (one round trip, one implicit transaction): an ``INSERT ...
     SELECT FROM unnest(<column arrays>)`` per kind of row, as data-modifying CTEs, and the
     NOTIFY of the runs whose events it holds."""
-    parts, args = [], []
+    parts: list[str] = []
+    args: list[Any] = []
     for i, (sql, rows) in enumerate(batch):
         target, types = _TYPES[sql]
         arrays = []

@@ -64,7 +64,11 @@ _INBOX_DDL = (
 
 
 def _stamp(seconds: float | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+    return None if seconds is None else _at(seconds)
+
+
+def _at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def _seconds(at: datetime | None) -> float | None:
@@ -291,7 +295,7 @@ class JournalStore(AbstractWorkflowStore):
         seq = self._next.get(run_id, 0)
         self._next[run_id] = seq + 1
         at = time.time()
-        stored = StoredEvent(run_id=run_id, sequence=seq, timestamp=_stamp(at), event=event)
+        stored = StoredEvent(run_id=run_id, sequence=seq, timestamp=_at(at), event=event)
         self._events.setdefault(run_id, []).append(stored)
         self.journal.put_event(run_id, seq, at, event.model_dump_json())
         self.changed(run_id)
@@ -324,7 +328,7 @@ class JournalStore(AbstractWorkflowStore):
             StoredEvent(
                 run_id=run_id,
                 sequence=seq,
-                timestamp=_stamp(at),
+                timestamp=_at(at),
                 event=EventEnvelopeWithMetadata.model_validate_json(body),
             )
             for seq, at, body in rows
