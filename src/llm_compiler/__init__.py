@@ -8,7 +8,15 @@ from llm_compiler.dialects.coa.workflow import ChainOfAbstractionWorkflow
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.engine.summary import CompilerOutput, RunSummary, TaskSummary
 from llm_compiler.engine.workflow import LLMCompilerWorkflow
-from llm_compiler.errors import ConfigurationError, LLMCallError, LLMCompilerError, RunError
+from llm_compiler.errors import (
+    ConfigurationError,
+    LLMCallError,
+    LLMCompilerError,
+    LocalModelUnavailable,
+    LocalServerError,
+    LocalServerExited,
+    RunError,
+)
 from llm_compiler.events import (
     CompiledPlan,
     CompilerStartEvent,
@@ -21,6 +29,7 @@ from llm_compiler.events import (
     TaskReady,
     TaskResult,
 )
+from llm_compiler.models.resolve import resolve_llm
 from llm_compiler.plan import PlanTask
 from llm_compiler.serving.mermaid import to_mermaid
 from llm_compiler.tools.calls import idempotency_key
@@ -42,6 +51,9 @@ __all__ = [
     "LLMCompilerDialect",
     "LLMCompilerError",
     "LLMCompilerWorkflow",
+    "LocalModelUnavailable",
+    "LocalServerError",
+    "LocalServerExited",
     "MCPConnection",
     "MCPServerError",
     "PlanApprovalRequest",
@@ -56,6 +68,7 @@ __all__ = [
     "TaskResult",
     "TaskSummary",
     "idempotency_key",
+    "resolve_llm",
     "to_mermaid",
     "tools_from_mcp",
 ]

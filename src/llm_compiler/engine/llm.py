@@ -348,6 +348,27 @@ async def metered_call(
     return text, call
 
 
+def default_llm() -> LLM:
+    """llama-index's ``Settings.llm``, or a ConfigurationError that says what to pass.
+
+    llama-index's own default is OpenAI, which fails without an API key with an error
+    that names neither ``llm=`` nor the offline model.
+    """
+    from llama_index.core.settings import Settings
+
+    try:
+        return Settings.llm
+    except (ValueError, ImportError) as e:
+        raise ConfigurationError(
+            "No llm= was given and llama-index's Settings.llm has none "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}). Pass "
+            "llm=resolve_llm() (`from llm_compiler import resolve_llm`: OpenAI with "
+            "OPENAI_API_KEY, any OpenAI-compatible server with LLM_COMPILER_API_BASE, "
+            "else the embedded offline model), a hosted LLM such as "
+            '`llama_index.llms.openai.OpenAI(model="gpt-4o-mini")`, or set Settings.llm.'
+        ) from e
+
+
 def require_llm(llm: object) -> None:
     """Reject, at construction, an `llm` that is not a llama-index LLM (None: Settings.llm).
 
@@ -359,7 +380,7 @@ def require_llm(llm: object) -> None:
     kind = f"{type(llm).__module__}.{type(llm).__qualname__}"
     raise ConfigurationError(
         f"llm= must be a llama-index LLM (llama_index.core.llms.LLM), not a {kind}. "
-        "The offline model: `from llm_compiler.models.resolve import resolve_llm` and "
+        "The offline model: `from llm_compiler import resolve_llm` and "
         "`llm=resolve_llm()`; a hosted one, e.g. "
         '`from llama_index.llms.openai import OpenAI` and `llm=OpenAI(model="gpt-4o-mini")`.'
     )

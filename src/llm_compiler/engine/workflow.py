@@ -31,7 +31,6 @@ from typing import Any
 from llama_index.core.llms import LLM, ChatMessage, MessageRole
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.objects import ObjectRetriever
-from llama_index.core.settings import Settings
 from llama_index.core.tools import BaseTool
 from workflows import Context, Workflow, step
 from workflows.events import StopEvent
@@ -44,7 +43,14 @@ from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JoinerDecision
 from llm_compiler.engine.dispatch import compiled, emit, fan_in, replan_event, return_direct
 from llm_compiler.engine.executor import run_task
-from llm_compiler.engine.llm import Metered, TokenUsage, is_chat, metered_call, require_llm
+from llm_compiler.engine.llm import (
+    Metered,
+    TokenUsage,
+    default_llm,
+    is_chat,
+    metered_call,
+    require_llm,
+)
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.engine.runs import RunRegistry, RunTools
 from llm_compiler.engine.scheduler import Books, Decision, facts_of, fold, runnable, with_facts
@@ -120,7 +126,7 @@ class LLMCompilerWorkflow(Workflow):
         if dialect is not None and (planner_examples is not None or joiner_examples is not None):
             raise ConfigurationError("Give examples to the dialect, not beside dialect=.")
         self.tools = tool_map(tools)
-        self.llm = llm or Settings.llm
+        self.llm = llm or default_llm()
         default = LLMCompilerDialect(planner_examples, joiner_examples)
         self.dialect: PlanDialect = default if dialect is None else dialect
         self.tool_retriever = tool_retriever
