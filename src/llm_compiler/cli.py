@@ -78,8 +78,8 @@ async def demo_workflows(
     costs more than re-reading the prompt, which llama.cpp partly reuses by itself.
     """
     from llm_compiler.engine.workflow import LLMCompilerWorkflow
-    from llm_compiler.local import LocalLLMServer, local_llm
-    from llm_compiler.models.resolve import resolve_llm
+    from llm_compiler.models.resolve import embedded_llm, resolve_llm
+    from llm_compiler.models.server import LocalLLMServer
     from llm_compiler.serving.kv import PROMPT_CACHE_ARGS
 
     resolved = resolve_llm()
@@ -87,7 +87,10 @@ async def demo_workflows(
         options = await _tool_options(stack, mcp)
         if resolved.source == "local":
             server = LocalLLMServer(extra_args=PROMPT_CACHE_ARGS if prompt_cache else None)
-            llm: LLM = local_llm(await stack.enter_async_context(server))
+            # Restarted by the next run if it dies; started now so it is warm.
+            embedded = await stack.enter_async_context(embedded_llm(server))
+            await asyncio.to_thread(embedded.ensure_started)  # type: ignore[attr-defined]
+            llm: LLM = embedded
         else:
             llm = await stack.enter_async_context(resolved)
         workflow = LLMCompilerWorkflow(llm=llm, max_replans=1, timeout=600, **options)

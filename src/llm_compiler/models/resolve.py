@@ -265,7 +265,17 @@ def resolve_llm(model: str | None = None) -> Resolved:
             is_chat_model=os.environ.get("LLM_COMPILER_CHAT", "1") != "0",
         )
     check_installed()
-    return classes["local"](LocalLLMServer())  # type: ignore[no-any-return]
+    return embedded_llm()
+
+
+def embedded_llm(server: LocalLLMServer | None = None, **kwargs: Any) -> Resolved:
+    """The embedded model on `server` (a default one when None), started on first use.
+
+    A server that dies is named in the error of the call it broke
+    (:class:`~llm_compiler.errors.LocalServerExited`), and the next call starts a fresh one.
+    `kwargs` override the client settings (see ``local_llm_options``).
+    """
+    return _classes()["local"](server or LocalLLMServer(), **kwargs)  # type: ignore[no-any-return]
 
 
 class ResolvedLLM:
