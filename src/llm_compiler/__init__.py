@@ -1,10 +1,16 @@
 """LLMCompiler: parallel function calling as an event-driven LlamaIndex workflow."""
 
-from llm_compiler import _aliases
 from llm_compiler.agents import CoAAgent, LLMCompilerAgent
 from llm_compiler.config import CompilerConfig
-from llm_compiler.dialects import LLMCompilerDialect, PlanDialect
-from llm_compiler.dialects.coa.workflow import ChainOfAbstractionWorkflow
+from llm_compiler.dialects import (
+    JsonPlanDialect,
+    LLMCompilerDialect,
+    PlanDialect,
+    PlannerContext,
+    PlanStream,
+)
+from llm_compiler.dialects.base import JoinerDecision, LLMRequest
+from llm_compiler.dialects.coa import CoADialect
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.engine.summary import CompilerOutput, RunSummary, TaskSummary
 from llm_compiler.engine.workflow import LLMCompilerWorkflow
@@ -22,6 +28,7 @@ from llm_compiler.events import (
     TaskResult,
 )
 from llm_compiler.plan import PlanTask
+from llm_compiler.presets import ChainOfAbstractionWorkflow
 from llm_compiler.serving.mermaid import to_mermaid
 from llm_compiler.tools.calls import idempotency_key
 from llm_compiler.tools.mcp_servers import MCPConnection, MCPServerError, tools_from_mcp
@@ -29,6 +36,7 @@ from llm_compiler.tools.mcp_servers import MCPConnection, MCPServerError, tools_
 __all__ = [
     "ChainOfAbstractionWorkflow",
     "CoAAgent",
+    "CoADialect",
     "CompiledPlan",
     "CompilerConfig",
     "CompilerOutput",
@@ -37,18 +45,23 @@ __all__ = [
     "CompilerStream",
     "ConfigurationError",
     "JoinEvent",
+    "JoinerDecision",
+    "JsonPlanDialect",
     "LLMCallError",
     "LLMCompilerAgent",
     "LLMCompilerDialect",
     "LLMCompilerError",
     "LLMCompilerWorkflow",
+    "LLMRequest",
     "MCPConnection",
     "MCPServerError",
     "PlanApprovalRequest",
     "PlanApprovalResponse",
     "PlanDialect",
     "PlanEvent",
+    "PlanStream",
     "PlanTask",
+    "PlannerContext",
     "ReplanEvent",
     "RunError",
     "RunSummary",
@@ -59,5 +72,3 @@ __all__ = [
     "to_mermaid",
     "tools_from_mcp",
 ]
-
-_aliases.install()

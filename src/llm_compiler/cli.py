@@ -78,7 +78,7 @@ async def demo_workflows(
     costs more than re-reading the prompt, which llama.cpp partly reuses by itself.
     """
     from llm_compiler.engine.workflow import LLMCompilerWorkflow
-    from llm_compiler.local import LocalLLMServer, local_llm
+    from llm_compiler.models import LocalLLMServer, local_llm
     from llm_compiler.models.resolve import resolve_llm
     from llm_compiler.serving.kv import PROMPT_CACHE_ARGS
 

@@ -21,9 +21,8 @@ from llm_compiler import (
     TaskResult,
 )
 from llm_compiler.dialects import PlanDialect, PlannerContext
+from llm_compiler.dialects.base import JoinerDecision, LLMRequest
 from llm_compiler.dialects.prompting import PromptContext
-from llm_compiler.dialects.thought_action import JoinerDecision
-from llm_compiler.engine.llm import LLMRequest
 from llm_compiler.engine.summary import CompilerOutput
 from llm_compiler.plan import ref
 from llm_compiler.testing import ScriptedLLM
