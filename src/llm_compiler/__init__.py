@@ -31,7 +31,7 @@ from llm_compiler.plan import PlanTask
 from llm_compiler.presets import ChainOfAbstractionWorkflow
 from llm_compiler.serving.mermaid import to_mermaid
 from llm_compiler.tools.calls import idempotency_key
-from llm_compiler.tools.mcp_servers import MCPConnection, MCPServerError, tools_from_mcp
+from llm_compiler.tools.mcp import MCPConnection, MCPServerError, tools_from_mcp
 
 __all__ = [
     "ChainOfAbstractionWorkflow",
