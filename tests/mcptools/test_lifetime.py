@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from mcp_fixtures import PEAKS, run
+from mcp_fixtures import PEAKS
 
 from llm_compiler import LLMCompilerWorkflow, MCPConnection, MCPServerError, TaskResult
-from llm_compiler.testing import ScriptedLLM
+from llm_compiler.testing import ScriptedLLM, run_and_collect
 from llm_compiler.tools import tools_from_mcp
 
 pytestmark = pytest.mark.timeout(90)
@@ -57,7 +57,9 @@ async def test_a_run_after_aclose_gets_an_error_observation_and_no_server(starts
     await tools.aclose()
     plan = '1. height("K2")\n2. join()'
     llm = ScriptedLLM([plan, "Thought: no.\nAction: Finish(none)"])
-    _, events = await run(LLMCompilerWorkflow(tools=tools, llm=llm, timeout=30), user_msg="q")
+    _, events = await run_and_collect(
+        LLMCompilerWorkflow(tools=tools, llm=llm, timeout=30), user_msg="q"
+    )
     [result] = [e for e in events if isinstance(e, TaskResult)]
     assert result.is_error and "MCPServerError" in result.output and "is closed" in result.output
     assert len(started(starts)) == 1
