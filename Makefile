@@ -109,7 +109,7 @@ serve: install
 	$(BIN)/llm-compiler serve $(ARGS)
 
 serve-llm: install install-local
-	$(BIN)/python -m llm_compiler.local
+	$(BIN)/python -m llm_compiler.models
 
 lint: install
 	$(BIN)/python -m ruff check src tests examples benchmarks evals

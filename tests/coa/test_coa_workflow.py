@@ -18,7 +18,7 @@ from llm_compiler import (
     TaskReady,
     TaskResult,
 )
-from llm_compiler.testing import ScriptedLLM
+from llm_compiler.testing import ScriptedLLM, events_of, run_and_collect
 
 
 async def slow(x: int) -> int:
@@ -37,21 +37,13 @@ def broken(q: str) -> str:
     raise ValueError(f"no data for {q}")
 
 
-async def run(wf, **kwargs):
-    handler = wf.run(**kwargs)
-    events = [ev async for ev in handler.stream_events()]
-    return await handler, events
-
-
-def of(events, kind):
-    return [e for e in events if isinstance(e, kind)]
-
-
 async def test_independent_calls_run_in_parallel():
     calls = ", ".join(f"[FUNC slow({i}) = y{i}]" for i in range(1, 6))
     llm = ScriptedLLM([f"The values are {calls}.", "They are 1 to 5."])
-    out, events = await run(ChainOfAbstractionWorkflow(tools=[slow], llm=llm), user_msg="q")
-    results = of(events, TaskResult)
+    out, events = await run_and_collect(
+        ChainOfAbstractionWorkflow(tools=[slow], llm=llm), tokens=True, user_msg="q"
+    )
+    results = events_of(events, TaskResult)
     assert sorted(r.output for r in results) == [1, 2, 3, 4, 5]
     span = max(r.finished_at for r in results) - min(r.started_at for r in results)
     assert span < 0.6  # five 0.2 s calls overlap (one after another: 1.0 s)
@@ -79,7 +71,9 @@ async def test_a_call_starts_while_the_reasoning_still_streams():
 
     llm = GatedLLM(['It is [FUNC probe("a") = y1] and after that y1.', "A."])
     llm.started = started
-    out, events = await run(ChainOfAbstractionWorkflow(tools=[probe], llm=llm), user_msg="q")
+    out, events = await run_and_collect(
+        ChainOfAbstractionWorkflow(tools=[probe], llm=llm), tokens=True, user_msg="q"
+    )
     assert str(out) == "A."
     kinds = [type(e) for e in events if not isinstance(e, AgentStream)]
     complete = next(i for i, e in enumerate(events) if isinstance(e, PlanEvent) and e.complete)
@@ -91,8 +85,10 @@ async def test_failures_are_filled_in_and_dependents_skipped():
     llm = ScriptedLLM(
         ['A [FUNC broken("x") = y1], B [FUNC add(y1, 1) = y2], C [FUNC add(2, 3) = y3].', "C=5."]
     )
-    out, events = await run(ChainOfAbstractionWorkflow(tools=[broken, add], llm=llm), user_msg="q")
-    results = {r.task_id: r for r in of(events, TaskResult)}
+    out, events = await run_and_collect(
+        ChainOfAbstractionWorkflow(tools=[broken, add], llm=llm), tokens=True, user_msg="q"
+    )
+    results = {r.task_id: r for r in events_of(events, TaskResult)}
     assert results[1].is_error and not results[1].skipped
     assert results[2].skipped and results[3].output == 5
     prompt = llm.calls[1].prompt
@@ -104,26 +100,34 @@ async def test_failures_are_filled_in_and_dependents_skipped():
 
 async def test_a_reasoning_without_calls_is_the_answer_in_one_llm_call():
     llm = ScriptedLLM(["Reasoning: The capital of France is Paris."])
-    out, events = await run(ChainOfAbstractionWorkflow(tools=[add], llm=llm), user_msg="q")
+    out, events = await run_and_collect(
+        ChainOfAbstractionWorkflow(tools=[add], llm=llm), tokens=True, user_msg="q"
+    )
     assert str(out) == "The capital of France is Paris."
     assert len(llm.calls) == 1
-    assert len(of(events, JoinEvent)) == 1
-    assert all(e.phase == "plan" for e in of(events, CompilerStream))
+    assert len(events_of(events, JoinEvent)) == 1
+    assert all(e.phase == "plan" for e in events_of(events, CompilerStream))
 
 
 async def test_events_are_the_same_kinds_as_an_llmcompiler_run():
     coa = ScriptedLLM(["[FUNC add(1, 2) = y1] and [FUNC add(y1, 3) = y2]", "6"])
     plan = "1. add(1, 2)\n2. add($1, 3)\n3. join()<END_OF_PLAN>"
     llmc = ScriptedLLM([plan, "Thought: ok.\nAction: Finish(6)"])
-    _, coa_events = await run(ChainOfAbstractionWorkflow(tools=[add], llm=coa), user_msg="q")
-    _, llmc_events = await run(LLMCompilerWorkflow(tools=[add], llm=llmc), user_msg="q")
+    _, coa_events = await run_and_collect(
+        ChainOfAbstractionWorkflow(tools=[add], llm=coa), tokens=True, user_msg="q"
+    )
+    _, llmc_events = await run_and_collect(
+        LLMCompilerWorkflow(tools=[add], llm=llmc), tokens=True, user_msg="q"
+    )
     assert {type(e) for e in coa_events} == {type(e) for e in llmc_events}
-    assert [r.output for r in of(coa_events, TaskResult)] == [3, 6]
+    assert [r.output for r in events_of(coa_events, TaskResult)] == [3, 6]
 
 
 async def test_completion_models_get_one_prompt():
     llm = ScriptedLLM(["It is [FUNC add(2, 2) = y1].", " Four."], chat=False)
-    out, _ = await run(ChainOfAbstractionWorkflow(tools=[add], llm=llm), user_msg="2+2?")
+    out, _ = await run_and_collect(
+        ChainOfAbstractionWorkflow(tools=[add], llm=llm), tokens=True, user_msg="2+2?"
+    )
     assert str(out) == "Four."
     assert [c.kind for c in llm.calls] == ["complete", "complete"]
     assert llm.calls[0].prompt.endswith("Question: 2+2?\nReasoning:")
@@ -139,7 +143,7 @@ async def test_templates_replace_the_prompts():
         reasoning_template="F:{functions}|Q:{question}",
         answer_template="Q:{question}|R:{prev_reasoning}",
     )
-    out, _ = await run(wf, user_msg="1+1?")
+    out, _ = await run_and_collect(wf, tokens=True, user_msg="1+1?")
     assert llm.calls[0].messages[-1].content.startswith("F:def add(a: int, b: int):")
     assert llm.calls[1].messages[-1].content == "Q:1+1?|R:[FUNC add(1, 1) = 2]"
     assert str(out) == "two"
@@ -161,8 +165,8 @@ async def test_coa_agent_in_an_agent_workflow():
     events = [ev async for ev in handler.stream_events()]
     out = await handler
     assert str(out) == "1 and 2"
-    assert sorted(c.tool_kwargs["x"] for c in of(events, ToolCall)) == [1, 2]
-    results = of(events, TaskResult)
+    assert sorted(c.tool_kwargs["x"] for c in events_of(events, ToolCall)) == [1, 2]
+    results = events_of(events, TaskResult)
     assert max(r.started_at for r in results) < min(r.finished_at for r in results)
 
 

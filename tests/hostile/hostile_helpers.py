@@ -7,21 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from llama_index.core.agent.workflow import AgentStream
-
-from llm_compiler import LLMCompilerWorkflow, TaskResult
+from llm_compiler import TaskResult
 from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.plan import PlanTask
 
 FINISH = "Thought: done.\nAction: Finish({})"
-
-
-async def run(wf: LLMCompilerWorkflow, **kwargs: Any) -> tuple[Any, list[Any]]:
-    """Run to the end; return the result and every streamed event (tokens excluded)."""
-    handler = wf.run(**kwargs)
-    events = [ev async for ev in handler.stream_events() if not isinstance(ev, AgentStream)]
-    return await handler, events
 
 
 def results(events: list[Any]) -> dict[int, TaskResult]:

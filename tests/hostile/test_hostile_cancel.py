@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from hostile_helpers import FINISH, Gate, results, run
+from hostile_helpers import FINISH, Gate, results
 from workflows import Context
 
 from llm_compiler import LLMCompilerWorkflow
-from llm_compiler.testing import ScriptedLLM
+from llm_compiler.testing import ScriptedLLM, run_and_collect
 
 
 def _forever_tool(started: Gate, cancelled: Gate):
@@ -79,7 +79,7 @@ async def test_a_tool_raising_a_base_exception_is_an_error_observation(exc):
     plan = '1. weird("a")\n2. fine("b")\n3. fine($1)\n4. join()'
     llm = ScriptedLLM([plan, FINISH.format("done")])
     wf = LLMCompilerWorkflow(tools=[weird, fine], llm=llm, timeout=15)
-    out, events = await run(wf, user_msg="q")
+    out, events = await run_and_collect(wf, user_msg="q")
     assert str(out) == "done"
     done = results(events)
     assert done[1].is_error and type(exc).__name__ in done[1].output

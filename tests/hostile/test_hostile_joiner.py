@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from hostile_helpers import run
 
 from llm_compiler import LLMCompilerWorkflow, ReplanEvent, RunError
-from llm_compiler.testing import ScriptedLLM
+from llm_compiler.testing import ScriptedLLM, run_and_collect
 
 PLAN = '1. search("a")\n2. join()'
 
@@ -23,7 +22,9 @@ MARKDOWN = "## Result\n\n### Part 1\nThe first part.\n\n### Part 2\nMore (see ab
 @pytest.mark.parametrize("chat", [True, False])
 async def test_a_markdown_answer_is_not_cut_at_its_headings(chat):
     llm = ScriptedLLM([PLAN, f"Thought: done.\nAction: Finish({MARKDOWN})"], chat=chat)
-    out, _ = await run(LLMCompilerWorkflow(tools=[search], llm=llm, timeout=15), user_msg="q")
+    out, _ = await run_and_collect(
+        LLMCompilerWorkflow(tools=[search], llm=llm, timeout=15), user_msg="q"
+    )
     assert str(out) == MARKDOWN
 
 
@@ -39,7 +40,7 @@ async def test_a_blank_joiner_reply_is_asked_again_then_replanned():
         ]
     )
     wf = LLMCompilerWorkflow(tools=[search], llm=llm, timeout=15)
-    out, events = await run(wf, user_msg="q")
+    out, events = await run_and_collect(wf, user_msg="q")
     assert str(out) == "real answer"
     assert len([e for e in events if isinstance(e, ReplanEvent)]) == 1
 
@@ -55,7 +56,9 @@ async def test_a_blank_joiner_reply_on_the_last_round_is_a_run_error_not_an_answ
 @pytest.mark.timeout(20)
 async def test_one_line_thought_and_action_finish_gives_only_the_answer():
     llm = ScriptedLLM([PLAN, "Thought: I have it. Action: Finish(42)"])
-    out, _ = await run(LLMCompilerWorkflow(tools=[search], llm=llm, timeout=15), user_msg="q")
+    out, _ = await run_and_collect(
+        LLMCompilerWorkflow(tools=[search], llm=llm, timeout=15), user_msg="q"
+    )
     assert str(out) == "42"
 
 
@@ -69,7 +72,9 @@ async def test_one_line_replan_is_a_replan_not_the_answer():
             "Thought: ok. Action: Finish(both)",
         ]
     )
-    out, events = await run(LLMCompilerWorkflow(tools=[search], llm=llm, timeout=15), user_msg="q")
+    out, events = await run_and_collect(
+        LLMCompilerWorkflow(tools=[search], llm=llm, timeout=15), user_msg="q"
+    )
     assert str(out) == "both"
     (replan,) = [e for e in events if isinstance(e, ReplanEvent)]
     assert replan.reason == "search b too"

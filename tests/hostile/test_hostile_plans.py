@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from hostile_helpers import FINISH, results, run
+from hostile_helpers import FINISH, results
 from llama_index.core.prompts import PromptTemplate
 
 from llm_compiler import LLMCompilerWorkflow
@@ -15,7 +15,7 @@ from llm_compiler.compat.llmcompiler import LegacyLLMCompilerDialect
 from llm_compiler.dialects import JsonPlanDialect
 from llm_compiler.dialects.llmcompiler import PlanParser
 from llm_compiler.dialects.thought_action import parse_joiner_output
-from llm_compiler.testing import ScriptedLLM
+from llm_compiler.testing import ScriptedLLM, run_and_collect
 
 
 async def search(query: str) -> str:
@@ -65,7 +65,7 @@ async def test_hostile_lines_in_a_run_are_observations_not_a_failed_run():
     plan = '1. search("a")\n' + "\n".join(lines) + f'\n{n}. search("b")\n{n + 1}. join()'
     llm = ScriptedLLM([plan, FINISH.format("fine")], chunker=lambda t: list(t))
     wf = LLMCompilerWorkflow(tools=[search], llm=llm, timeout=25)
-    out, events = await run(wf, user_msg="q")
+    out, events = await run_and_collect(wf, user_msg="q")
     assert str(out) == "fine"
     done = results(events)
     assert done[1].output == "<a>" and done[n].output == "<b>"
@@ -79,7 +79,7 @@ async def test_a_plan_repeating_one_id_is_bounded_in_errors_and_prompt():
     plan = '1. search("a")\n' + '1. search("again")\n' * 10_000 + "2. join()"
     llm = ScriptedLLM([plan, FINISH.format("ok")], tokens_per_chunk=50)
     wf = LLMCompilerWorkflow(tools=[search], llm=llm, timeout=25, max_plan_errors=20)
-    out, events = await run(wf, user_msg="q")
+    out, events = await run_and_collect(wf, user_msg="q")
     assert str(out) == "ok"
     state = out.summary
     errors = state.rounds[0].errors
@@ -93,7 +93,7 @@ async def test_the_plan_is_read_up_to_max_plan_chars():
     plan = "".join(f'{i}. search("{i}")\n' for i in range(1, 90)) + "90. join()"
     llm = ScriptedLLM([plan, FINISH.format("ok")])
     wf = LLMCompilerWorkflow(tools=[search], llm=llm, timeout=25, max_plan_chars=500)
-    out, _ = await run(wf, user_msg="q")
+    out, _ = await run_and_collect(wf, user_msg="q")
     errors = out.summary.rounds[0].errors
     assert any("longer than 500 characters" in e for e in errors)
     assert 0 < len(out.summary.tasks) < 40
@@ -133,7 +133,7 @@ async def test_prompts_stay_bounded_whatever_the_observations(dialect, plan):
         max_prompt_chars=5_000,
         dialect=dialect() if dialect else None,
     )
-    out, _ = await run(wf, user_msg="q")
+    out, _ = await run_and_collect(wf, user_msg="q")
     assert str(out) == "ok"
     for call in llm.calls[1:]:
         assert len(call.prompt) < 5_000 + 5_000  # the history, plus instructions

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from hostile_helpers import FINISH, TasksDialect, results, run
+from hostile_helpers import FINISH, TasksDialect, results
 
 from llm_compiler import LLMCompilerWorkflow
 from llm_compiler.dialects.llmcompiler import PlanParser
 from llm_compiler.plan import PlanTask, iter_refs, resolve_kwargs
-from llm_compiler.testing import ScriptedLLM
+from llm_compiler.testing import ScriptedLLM, run_and_collect
 
 received: list[object] = []
 
@@ -57,7 +57,7 @@ async def test_marker_dicts_reach_the_tool_as_written_and_the_run_ends():
     )
     llm = ScriptedLLM([plan, FINISH.format("ok")])
     wf = LLMCompilerWorkflow(tools=[echo], llm=llm, timeout=15)
-    out, events = await run(wf, user_msg="q")
+    out, events = await run_and_collect(wf, user_msg="q")
     assert str(out) == "ok"
     done = results(events)
     assert sorted(done) == [1, 2, 3, 4, 5, 6]
@@ -84,7 +84,7 @@ async def test_the_scheduler_settles_tasks_whose_inputs_can_never_settle():
     llm = ScriptedLLM(["(ignored)", FINISH.format("ok")])
     dialect = TasksDialect(make=_bad_tasks)
     wf = LLMCompilerWorkflow(tools=[echo], llm=llm, dialect=dialect, timeout=15)
-    out, events = await run(wf, user_msg="q")
+    out, events = await run_and_collect(wf, user_msg="q")
     assert str(out) == "ok"
     done = results(events)
     assert sorted(done) == [1, 2, 3, 4, 5, 6]

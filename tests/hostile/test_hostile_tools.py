@@ -6,10 +6,10 @@ import asyncio
 import threading
 
 import pytest
-from hostile_helpers import FINISH, results, run
+from hostile_helpers import FINISH, results
 
 from llm_compiler import LLMCompilerWorkflow
-from llm_compiler.testing import ScriptedLLM
+from llm_compiler.testing import ScriptedLLM, run_and_collect
 from llm_compiler.tools import ToolThreads, tool_map
 
 
@@ -29,7 +29,7 @@ async def test_a_tool_raising_timeout_error_itself_is_its_own_error(tool_timeout
     wf = LLMCompilerWorkflow(
         tools=[flaky, flaky_sync], llm=llm, tool_timeout=tool_timeout, timeout=15
     )
-    out, events = await run(wf, user_msg="q")
+    out, events = await run_and_collect(wf, user_msg="q")
     assert str(out) == "ok"
     done = results(events)
     assert done[1].output == "Error: TimeoutError: upstream API timed out"
@@ -58,7 +58,7 @@ async def test_hung_sync_tools_never_starve_later_calls():
     async def ask(plan: str) -> dict:
         llm = ScriptedLLM([plan, FINISH.format("done")])
         wf = LLMCompilerWorkflow(tools=tools, llm=llm, tool_timeout=0.2, timeout=15)
-        out, events = await run(wf, user_msg="q")
+        out, events = await run_and_collect(wf, user_msg="q")
         assert str(out) == "done"
         return results(events)
 
@@ -90,7 +90,7 @@ async def test_a_tool_returning_none_passes_none():
     wf = LLMCompilerWorkflow(
         tools=[nothing, show], llm=ScriptedLLM([plan, FINISH.format("ok")]), timeout=15
     )
-    out, events = await run(wf, user_msg="q")
+    out, events = await run_and_collect(wf, user_msg="q")
     done = results(events)
     assert done[1].output is None and not done[1].is_error
     assert seen[0] is None
@@ -141,7 +141,7 @@ async def test_huge_and_odd_outputs_are_bounded_in_state_and_for_dependents():
     wf = LLMCompilerWorkflow(
         tools=[huge, many, enormous_int, size], llm=llm, timeout=15, max_result_chars=10_000
     )
-    out, events = await run(wf, user_msg="q")
+    out, events = await run_and_collect(wf, user_msg="q")
     assert str(out) == "ok"
     done = results(events)
     assert done[1].output.endswith("(4990000 characters cut)")

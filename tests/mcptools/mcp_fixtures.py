@@ -5,24 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
-
-from llama_index.core.agent.workflow import AgentStream
 
 SERVERS = Path(__file__).parent / "servers"
 PEAKS = [sys.executable, str(SERVERS / "peaks.py")]
 GARBAGE = [sys.executable, str(SERVERS / "garbage.py")]
-
-
-async def run(wf: Any, **kwargs: Any) -> tuple[Any, list[Any]]:
-    """Run to the end; return the result and every streamed event (tokens excluded)."""
-    handler = wf.run(**kwargs)
-    events = [ev async for ev in handler.stream_events() if not isinstance(ev, AgentStream)]
-    return await handler, events
-
-
-def of(events: list[Any], kind: type) -> list[Any]:
-    return [e for e in events if isinstance(e, kind)]
 
 
 class HttpServer:

@@ -6,12 +6,12 @@ import os
 import shlex
 
 import pytest
-from mcp_fixtures import PEAKS, of, run
+from mcp_fixtures import PEAKS
 
 from llm_compiler import TaskResult
 from llm_compiler.cli import demo_workflows, main, parser
 from llm_compiler.models import resolve
-from llm_compiler.testing import ScriptedLLM
+from llm_compiler.testing import ScriptedLLM, events_of, run_and_collect
 
 PLAN = '1. height("Everest")\n2. height("K2")\n3. subtract($1, $2)\n4. pid()\n5. join()'
 
@@ -34,8 +34,8 @@ async def test_the_served_compiler_uses_the_mcp_servers_tools(monkeypatch):
     async with demo_workflows(mcp=[shlex.join(PEAKS)]) as (workflows, model):
         wf = workflows["compiler"]
         assert model == "scripted" and "height" in wf.tools
-        out, events = await run(wf, user_msg="How much higher is Everest than K2?")
-    outputs = {e.task_id: e.output for e in of(events, TaskResult)}
+        out, events = await run_and_collect(wf, user_msg="How much higher is Everest than K2?")
+    outputs = {e.task_id: e.output for e in events_of(events, TaskResult)}
     assert outputs[3] == 238 and str(out) == "238 m"
     with pytest.raises(ProcessLookupError):
         os.kill(outputs[4], 0)  # the server was closed with the served app

@@ -18,11 +18,11 @@ from mcp.types import (
     TextContent,
     TextResourceContents,
 )
-from mcp_fixtures import PEAKS, of, run
+from mcp_fixtures import PEAKS
 from pydantic import BaseModel
 
 from llm_compiler import ConfigurationError, LLMCompilerWorkflow, MCPServerError, TaskResult
-from llm_compiler.testing import ScriptedLLM
+from llm_compiler.testing import ScriptedLLM, events_of, run_and_collect
 from llm_compiler.tools import ToolError, call_tool, tool_value, tools_from_mcp
 from llm_compiler.tools.results import call_result_value
 
@@ -125,8 +125,8 @@ async def test_function_tools_returning_wrapped_values_pass_on_values():
 
     plan = '1. height("Everest")\n2. height("K2")\n3. subtract($1, $2)\n4. info("K2")\n5. join()'
     wf = LLMCompilerWorkflow(tools=[height, subtract, info], llm=ScriptedLLM([plan, FINISH]))
-    _, events = await run(wf, user_msg="q")
-    outputs = {e.task_id: e.output for e in of(events, TaskResult)}
+    _, events = await run_and_collect(wf, user_msg="q")
+    outputs = {e.task_id: e.output for e in events_of(events, TaskResult)}
     assert outputs == {1: 8849, 2: 8611, 3: 238, 4: {"name": "K2", "height": 1}}
     assert await call_tool(FunctionTool.from_defaults(fn=subtract), {"a": 3, "b": 1}) == 2
 
@@ -169,11 +169,11 @@ async def test_mcp_runs_make_no_blocking_calls_on_the_loop():
     async with tools_from_mcp(PEAKS) as tools:
         script = [plan, FINISH, "1. crash()\n2. join()", FINISH, plan, FINISH]
         wf = LLMCompilerWorkflow(tools=tools, llm=ScriptedLLM(script), timeout=60)
-        await run(wf, user_msg="warm-up")
-        await run(wf, user_msg="crash")
+        await run_and_collect(wf, user_msg="warm-up")
+        await run_and_collect(wf, user_msg="crash")
         with blockbuster_ctx():
             # The crash ended the first session: this run starts a new server process.
-            _, events = await asyncio.wait_for(run(wf, user_msg="q"), 60)
+            _, events = await asyncio.wait_for(run_and_collect(wf, user_msg="q"), 60)
         assert tools[0].connection.sessions_opened == 2
-    outputs = {e.task_id: e.output for e in of(events, TaskResult)}
+    outputs = {e.task_id: e.output for e in events_of(events, TaskResult)}
     assert outputs == {1: 8849, 2: 8611, 3: 238}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import llm_compiler
 
 
@@ -24,60 +26,30 @@ def test_required_names_are_exported():
     }
 
 
-def test_moved_modules_keep_their_old_import_paths_for_one_release():
-    from llm_compiler import parser, prompts
-    from llm_compiler.dialects.llmcompiler import PlanParser
-    from llm_compiler.dialects.thought_action import JoinerInput
+def test_the_embedded_model_runs_as_python_m_llm_compiler_models():
+    import importlib.util
 
-    assert parser.PlanParser is PlanParser and prompts.JoinerInput is JoinerInput
-    from llm_compiler.local import LocalLLMServer, main
-    from llm_compiler.models import LocalLLMServer as Server
+    from llm_compiler.models.cli import main
 
-    assert LocalLLMServer is Server and callable(main)
+    spec = importlib.util.find_spec("llm_compiler.models.__main__")
+    assert spec is not None and callable(main)
 
 
-def test_every_module_of_the_flat_layout_is_an_alias_of_its_new_home():
+@pytest.mark.parametrize(
+    "old",
+    ["llm_compiler.workflow", "llm_compiler.coa", "llm_compiler.parser", "llm_compiler.local"],
+)
+def test_paths_of_the_flat_layout_are_gone(old):
     import importlib
+
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+
+
+def test_importing_the_package_installs_no_import_hook():
     import sys
-    import warnings
 
-    from llm_compiler._aliases import MOVED
-
-    for old, new in MOVED.items():
-        sys.modules.pop(old, None)  # only the alias entry: the module itself stays
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            module = importlib.import_module(old)
-        assert module is importlib.import_module(new), old
-        assert module.__spec__.name == new  # the alias does not rename the real module
-        assert any(new in str(w.message) for w in caught), old
-    from llm_compiler.schema_tools import SchemaTool
-
-    from llm_compiler.tools.schema import SchemaTool as New
-
-    assert SchemaTool is New
-
-
-def test_the_engine_imports_no_dialect_but_the_default_and_no_server_or_launcher():
-    import ast
-    from pathlib import Path
-
-    engine = Path(llm_compiler.__file__).parent / "engine"
-    allowed = ("llm_compiler.dialects.base", "llm_compiler.dialects.llmcompiler")
-    for path in engine.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                mod = node.module
-                assert not mod.startswith(("llm_compiler.serving", "llm_compiler.models")), path
-                assert not mod.startswith(("llm_compiler.agents", "llm_compiler.compat")), path
-                if mod.startswith("llm_compiler.dialects.") and mod not in allowed:
-                    # Shared dialect infrastructure (formats, prompts, grammars) is fine.
-                    assert mod.split(".")[2] in {
-                        "thought_action",
-                        "prompting",
-                        "grammar",
-                        "arguments",
-                    }, (path, mod)
+    assert not [f for f in sys.meta_path if type(f).__module__.startswith("llm_compiler")]
 
 
 def test_python_versions_that_cannot_tell_a_cancelled_run_from_a_tool_are_refused():

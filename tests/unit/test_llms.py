@@ -9,7 +9,7 @@ from llama_index.llms.openai_like import OpenAILike
 import llm_compiler.models.gguf as gguf
 import llm_compiler.models.resolve as llms
 from llm_compiler.errors import ConfigurationError
-from llm_compiler.local import LocalModelUnavailable
+from llm_compiler.models import LocalModelUnavailable
 from llm_compiler.models.resolve import resolve_llm
 
 ENV = ("OPENAI_API_KEY", "LLM_COMPILER_API_BASE", "LLM_COMPILER_MODEL", "LLM_COMPILER_API_KEY",

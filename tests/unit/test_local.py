@@ -11,7 +11,7 @@ import pytest
 import llm_compiler.models.gguf as gguf
 import llm_compiler.models.server as server_module
 from llm_compiler.errors import ConfigurationError
-from llm_compiler.local import (
+from llm_compiler.models import (
     LocalLLMServer,
     LocalModelUnavailable,
     LocalServerError,

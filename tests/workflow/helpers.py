@@ -3,22 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
-
-from llama_index.core.agent.workflow import AgentStream
-
-from llm_compiler import LLMCompilerWorkflow
-
-
-async def run(wf: LLMCompilerWorkflow, **kwargs: Any) -> tuple[Any, list[Any]]:
-    """Run to the end; return the result and every streamed event (tokens excluded)."""
-    handler = wf.run(**kwargs)
-    events = [ev async for ev in handler.stream_events() if not isinstance(ev, AgentStream)]
-    return await handler, events
-
-
-def of(events: list[Any], kind: type) -> list[Any]:
-    return [e for e in events if isinstance(e, kind)]
 
 
 class Gate:

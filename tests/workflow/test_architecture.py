@@ -6,7 +6,6 @@ import json
 from dataclasses import dataclass, field
 
 import pytest
-from helpers import of, run
 from llama_index.core.objects import ObjectRetriever
 from llama_index.core.tools import BaseTool, FunctionTool
 from workflows import Context
@@ -21,12 +20,11 @@ from llm_compiler import (
     TaskResult,
 )
 from llm_compiler.dialects import PlanDialect, PlannerContext
+from llm_compiler.dialects.base import JoinerDecision, LLMRequest
 from llm_compiler.dialects.prompting import PromptContext
-from llm_compiler.dialects.thought_action import JoinerDecision
-from llm_compiler.engine.llm import LLMRequest
 from llm_compiler.engine.summary import CompilerOutput
 from llm_compiler.plan import ref
-from llm_compiler.testing import ScriptedLLM
+from llm_compiler.testing import ScriptedLLM, events_of, run_and_collect
 
 FINISH = "Thought: ok.\nAction: Finish({})"
 
@@ -109,9 +107,9 @@ async def test_a_new_dialect_runs_through_the_unchanged_engine():
         chat=False,
     )
     wf = LLMCompilerWorkflow(tools=[search], llm=llm, dialect=LineDialect())
-    out, events = await run(wf, user_msg="a then b?")
+    out, events = await run_and_collect(wf, user_msg="a then b?")
     assert str(out) == "a then b"
-    results = {r.task_id: r.output for r in of(events, TaskResult)}
+    results = {r.task_id: r.output for r in events_of(events, TaskResult)}
     assert results == {1: "<a>", 2: "<<a>>"}
     assert llm.calls[0].prompt == "TOOLS search\nQ a then b?\n"
     assert "'<a>', '<<a>>'" in llm.calls[1].prompt
@@ -165,8 +163,8 @@ async def test_a_tool_raising_timeout_error_itself_is_an_observation():
 
     llm = ScriptedLLM(['1. fetch("u")\n2. join()', FINISH.format("no page")])
     wf = LLMCompilerWorkflow(tools=[fetch], llm=llm, tool_timeout=None)
-    out, events = await run(wf, user_msg="get u")
-    (result,) = of(events, TaskResult)
+    out, events = await run_and_collect(wf, user_msg="get u")
+    (result,) = events_of(events, TaskResult)
     assert str(out) == "no page"
     assert result.is_error and result.output == "Error: TimeoutError: read timed out"
 
@@ -196,10 +194,10 @@ async def test_retrieved_tools_belong_to_their_run():
     llm = ScriptedLLM(lambda c: FINISH.format("x") if "Action: Finish(" in c.prompt else plan)
     retriever = PerUser()
     wf = LLMCompilerWorkflow(tools=[search], llm=llm, tool_retriever=retriever)
-    _, alice = await run(wf, user_msg="alice balance?")
-    _, bob = await run(wf, user_msg="bob balance?")
-    assert of(alice, TaskResult)[0].output == "balance of alice"
-    assert of(bob, TaskResult)[0].output == "balance of bob"  # not alice's function
+    _, alice = await run_and_collect(wf, user_msg="alice balance?")
+    _, bob = await run_and_collect(wf, user_msg="bob balance?")
+    assert events_of(alice, TaskResult)[0].output == "balance of alice"
+    assert events_of(bob, TaskResult)[0].output == "balance of bob"  # not alice's function
     assert set(wf.tools) == {"search"}  # nothing retrieved is kept on the instance
 
 
@@ -233,7 +231,9 @@ async def test_the_typed_summary_reports_every_task():
     llm = ScriptedLLM(
         ['1. search("a")\n2. broken("b")\n3. search($2)\n4. join()', FINISH.format("a")]
     )
-    out, _ = await run(LLMCompilerWorkflow(tools=[search, broken], llm=llm), user_msg="q")
+    out, _ = await run_and_collect(
+        LLMCompilerWorkflow(tools=[search, broken], llm=llm), user_msg="q"
+    )
     summary = out.summary
     assert [(t.id, t.tool, t.status) for t in summary.tasks] == [
         (1, "search", "done"),
@@ -254,12 +254,14 @@ async def test_arguments_that_do_not_fit_the_schema_are_never_dispatched():
 
     plan = '1. multiply("x", 2)\n2. multiply("3", 2)\n3. search("q")\n4. multiply($3, 2)\n5. join()'
     llm = ScriptedLLM([plan, FINISH.format("6")])
-    _, events = await run(LLMCompilerWorkflow(tools=[multiply, search], llm=llm), user_msg="q")
+    _, events = await run_and_collect(
+        LLMCompilerWorkflow(tools=[multiply, search], llm=llm), user_msg="q"
+    )
     from llm_compiler import TaskReady
 
-    ready = {e.task_id: e.args for e in of(events, TaskReady)}
+    ready = {e.task_id: e.args for e in events_of(events, TaskReady)}
     assert ready == {2: {"a": 3.0, "b": 2.0}, 3: {"query": "q"}}  # validated (coerced) args
-    results = {r.task_id: r for r in of(events, TaskResult)}
+    results = {r.task_id: r for r in events_of(events, TaskResult)}
     assert results[1].is_error and "Invalid arguments for multiply: a:" in results[1].output
     assert results[2].output == 6.0
     assert results[4].is_error and "Invalid arguments for multiply: a:" in results[4].output

@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from helpers import Gate, of, run
+from helpers import Gate
 from llama_index.core.agent.workflow import AgentOutput, AgentStream
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import ChatMemoryBuffer
@@ -26,7 +26,7 @@ from llm_compiler import (
     TaskReady,
     TaskResult,
 )
-from llm_compiler.testing import ScriptedLLM
+from llm_compiler.testing import ScriptedLLM, events_of, run_and_collect
 
 FINISH = "Thought: I have it.\nAction: Finish({})"
 
@@ -42,7 +42,7 @@ def multiply(a: float, b: float) -> float:
 
 
 def results_by_id(events):
-    return {e.task_id: e for e in of(events, TaskResult)}
+    return {e.task_id: e for e in events_of(events, TaskResult)}
 
 
 # ----------------------------------------------------------------------------- 1. planner
@@ -55,7 +55,7 @@ async def test_chat_planner_prompt_has_tools_join_examples_and_history():
         ChatMessage(role="user", content="I like cats"),
         ChatMessage(role="assistant", content="Noted: cats"),
     ]
-    out, _ = await run(wf, user_msg="what now?", chat_history=history)
+    out, _ = await run_and_collect(wf, user_msg="what now?", chat_history=history)
     assert str(out) == "done" and isinstance(out, AgentOutput)
     plan_call, join_call = llm.calls
     assert plan_call.kind == "chat" and plan_call.stream
@@ -79,7 +79,7 @@ async def test_completion_model_gets_one_prompt_and_custom_examples():
     )
     # The completion continues the prompt: the model starts mid-line.
     llm._script[0] = '1. search("x")\n2. join()'
-    out, events = await run(wf, user_msg="q")
+    out, events = await run_and_collect(wf, user_msg="q")
     assert str(out) == "fine"
     assert [c.kind for c in llm.calls] == ["complete", "complete"]
     assert "EXAMPLE-PLAN" in llm.calls[0].prompt and llm.calls[0].prompt.endswith("Question: q\n")
@@ -90,12 +90,14 @@ async def test_completion_model_gets_one_prompt_and_custom_examples():
 async def test_plan_events_carry_tasks_deps_thoughts_and_errors():
     plan = 'Thought: both\n1. search("a")\n2. multiply($1, 2)\n3. join()'
     llm = ScriptedLLM([plan, FINISH.format("x")])
-    _, events = await run(LLMCompilerWorkflow(tools=[search, multiply], llm=llm), user_msg="q")
-    final = [e for e in of(events, PlanEvent) if e.complete]
+    _, events = await run_and_collect(
+        LLMCompilerWorkflow(tools=[search, multiply], llm=llm), user_msg="q"
+    )
+    final = [e for e in events_of(events, PlanEvent) if e.complete]
     assert len(final) == 1 and final[0].join_id == 3 and final[0].thoughts == ["both"]
     t1, t2 = final[0].tasks
     assert t1.thought == "both" and t2.deps == [1] and t2.kwargs == {"a": {"$ref": 1}, "b": 2}
-    streamed = [t.id for e in of(events, PlanEvent) if not e.complete for t in e.tasks]
+    streamed = [t.id for e in events_of(events, PlanEvent) if not e.complete for t in e.tasks]
     assert streamed == [1, 2]
 
 
@@ -145,7 +147,7 @@ async def test_tasks_run_while_the_planner_is_still_writing():
     llm = GatedLLM([plan, FINISH.format("x")], gate, hold_after='("a")\n')
     wf = LLMCompilerWorkflow(tools=[first, search], llm=llm, timeout=10)
     # Deadlocks (and times out) unless task 1 runs before the plan's second line is written.
-    out, events = await run(wf, user_msg="q")
+    out, events = await run_and_collect(wf, user_msg="q")
     assert str(out) == "x"
     order = [
         (type(e).__name__, getattr(e, "task_id", None), getattr(e, "complete", None))
@@ -178,7 +180,7 @@ async def test_a_task_waits_only_for_its_own_inputs():
     plan = '1. fast("a")\n2. slow("b")\n3. after_fast($1)\n4. join()'
     llm = ScriptedLLM([plan, FINISH.format("ok")])
     wf = LLMCompilerWorkflow(tools=[fast, slow, after_fast], llm=llm, timeout=10)
-    _, events = await run(wf, user_msg="q")
+    _, events = await run_and_collect(wf, user_msg="q")
     res = results_by_id(events)
     assert res[3].output == "f!" and res[2].output == "s"
     assert res[3].finished_at <= res[2].finished_at
@@ -203,9 +205,9 @@ async def test_independent_tasks_run_concurrently_up_to_max_concurrency():
     wf = LLMCompilerWorkflow(
         tools=[work], llm=ScriptedLLM([plan, FINISH.format("x")]), max_concurrency=3, timeout=10
     )
-    _, events = await run(wf, user_msg="q")
+    _, events = await run_and_collect(wf, user_msg="q")
     assert peak == 3
-    assert sorted(e.output for e in of(events, TaskResult)) == [1, 2, 3, 4, 5, 6]
+    assert sorted(e.output for e in events_of(events, TaskResult)) == [1, 2, 3, 4, 5, 6]
 
 
 async def test_sync_tools_run_off_the_event_loop():
@@ -225,7 +227,7 @@ async def test_sync_tools_run_off_the_event_loop():
     wf = LLMCompilerWorkflow(
         tools=[blocking, releaser], llm=ScriptedLLM([plan, FINISH.format("x")]), timeout=10
     )
-    _, events = await run(wf, user_msg="q")
+    _, events = await run_and_collect(wf, user_msg="q")
     assert results_by_id(events)[1].output == "unblocked"
 
 
@@ -242,11 +244,11 @@ async def test_references_pass_typed_values_and_interpolate_text():
 
     plan = '1. multiply(1.5, 2)\n2. record($1, "got $1 of $10 and ${1}", [$1, "$1"])\n3. join()'
     wf = LLMCompilerWorkflow(tools=[multiply, record], llm=ScriptedLLM([plan, FINISH.format("x")]))
-    _, events = await run(wf, user_msg="q")
+    _, events = await run_and_collect(wf, user_msg="q")
     assert seen["value"] == 3.0 and isinstance(seen["value"], float)
     assert seen["note"] == "got 3.0 of $10 and 3.0"
     assert seen["items"] == [3.0, 3.0]
-    assert of(events, TaskReady)[1].args["value"] == 3.0
+    assert events_of(events, TaskReady)[1].args["value"] == 3.0
 
 
 # ----------------------------------------------------------------------------- 5. failures
@@ -269,14 +271,16 @@ async def test_failing_and_hanging_tools_are_data_and_dependents_are_skipped():
     wf = LLMCompilerWorkflow(
         tools=[boom, hang, search, multiply], llm=llm, tool_timeout=0.2, timeout=10
     )
-    out, events = await run(wf, user_msg="q")
+    out, events = await run_and_collect(wf, user_msg="q")
     res = results_by_id(events)
     assert res[1].is_error and "database is down" in res[1].output
     assert res[2].skipped and "task 1, which failed" in res[2].output
     assert res[3].skipped and "task 2" in res[3].output
     assert res[4].is_error and "timed out after 0.2 s" in res[4].output
     assert res[5].output == "<ok>" and not res[5].is_error
-    assert not of(events, TaskReady)[1:] or {e.task_id for e in of(events, TaskReady)} == {1, 4, 5}
+    assert not events_of(events, TaskReady)[1:] or {
+        e.task_id for e in events_of(events, TaskReady)
+    } == {1, 4, 5}
     joiner_prompt = llm.calls[1].prompt
     assert "database is down" in joiner_prompt and "timed out" in joiner_prompt
     assert str(out) == "partial"
@@ -300,7 +304,7 @@ async def test_invalid_plan_lines_become_observations():
     )
     llm = ScriptedLLM([plan, FINISH.format("x")])
     wf = LLMCompilerWorkflow(tools=[search, multiply], llm=llm, timeout=10)
-    out, events = await run(wf, user_msg="q")
+    out, events = await run_and_collect(wf, user_msg="q")
     res = results_by_id(events)
     expect = {
         1: "Unknown tool 'nosuchtool'. Available: multiply, search.",
@@ -315,7 +319,7 @@ async def test_invalid_plan_lines_become_observations():
     for tid, text in expect.items():
         assert res[tid].is_error and text in res[tid].output, (tid, res[tid].output)
     assert res[9].output == "<fine>"
-    final = next(e for e in of(events, PlanEvent) if e.complete)
+    final = next(e for e in events_of(events, PlanEvent) if e.complete)
     assert any("reuses task id 8" in e for e in final.errors)
     kinds = {t.id: t.error_kind for t in final.tasks}
     assert kinds == {
@@ -338,9 +342,11 @@ async def test_invalid_plan_lines_become_observations():
 @pytest.mark.parametrize("plan", ["", "I cannot help with that.", '1. search("a")'])
 async def test_empty_or_unterminated_plans_still_reach_the_joiner(plan):
     llm = ScriptedLLM([plan, FINISH.format("answered anyway")])
-    out, events = await run(LLMCompilerWorkflow(tools=[search], llm=llm, timeout=10), user_msg="q")
+    out, events = await run_and_collect(
+        LLMCompilerWorkflow(tools=[search], llm=llm, timeout=10), user_msg="q"
+    )
     assert str(out) == "answered anyway"
-    final = next(e for e in of(events, PlanEvent) if e.complete)
+    final = next(e for e in events_of(events, PlanEvent) if e.complete)
     assert "The plan did not end with join()." in final.errors
     assert "no_join" in final.error_kinds
     assert "Plan error: The plan did not end with join()." in llm.calls[1].prompt
@@ -350,8 +356,8 @@ async def test_too_many_tasks_is_an_observation():
     plan = "\n".join(f'{i}. search("{i}")' for i in range(1, 8)) + "\n8. join()"
     llm = ScriptedLLM([plan, FINISH.format("x")])
     wf = LLMCompilerWorkflow(tools=[search], llm=llm, max_tasks=5, timeout=10)
-    _, events = await run(wf, user_msg="q")
-    assert len(of(events, TaskResult)) == 5
+    _, events = await run_and_collect(wf, user_msg="q")
+    assert len(events_of(events, TaskResult)) == 5
     assert "more than 5 tasks" in llm.calls[1].prompt
 
 
@@ -424,9 +430,9 @@ async def test_replan_continues_numbering_reuses_results_and_counts_in_context()
     out = await handler
     assert str(out) == "a, b and c"
     assert calls == ["a", "b", "c and <a>"]  # nothing ran twice
-    replan = of(events, ReplanEvent)
+    replan = events_of(events, ReplanEvent)
     assert len(replan) == 1 and replan[0].round == 1 and replan[0].reason == "look up c using $1"
-    assert [e.round for e in of(events, JoinEvent)] == [0, 1]
+    assert [e.round for e in events_of(events, JoinEvent)] == [0, 1]
     second_plan = llm.calls[2].prompt
     assert "Observation: <a>" in second_plan and "Replan: look up c using $1" in second_plan
     assert "Number its actions from 4" in second_plan
@@ -539,9 +545,11 @@ async def test_a_plan_of_hundreds_of_tasks_runs_with_small_overhead():
         tools=[multiply], llm=llm, max_tasks=1000, stream_tokens=False, timeout=60
     )
     started = time.perf_counter()
-    _, events = await run(wf, user_msg="q")
+    _, events = await run_and_collect(wf, user_msg="q")
     elapsed = time.perf_counter() - started
-    assert sorted(e.output for e in of(events, TaskResult)) == [2.0 * i for i in range(1, n + 1)]
+    assert sorted(e.output for e in events_of(events, TaskResult)) == [
+        2.0 * i for i in range(1, n + 1)
+    ]
     assert elapsed / n < 0.05  # generous (5 ms measured): `make bench` reports the overhead
 
 
@@ -590,12 +598,12 @@ async def test_a_tool_retriever_chooses_extra_tools_per_question():
     retriever = Retriever()
     llm = ScriptedLLM(["1. multiply(6, 7)\n2. join()", FINISH.format("42")])
     wf = LLMCompilerWorkflow(tools=[search], llm=llm, tool_retriever=retriever)
-    _, events = await run(wf, user_msg="6 times 7?")
+    _, events = await run_and_collect(wf, user_msg="6 times 7?")
     assert results_by_id(events)[1].output == 42
     assert "multiply(a: float, b: float)" in llm.calls[0].messages[0].content
     llm2 = ScriptedLLM(["1. multiply(6, 7)\n2. join()", FINISH.format("no")])
     wf2 = LLMCompilerWorkflow(tools=[search], llm=llm2, tool_retriever=retriever)
-    _, events = await run(wf2, user_msg="hello")
+    _, events = await run_and_collect(wf2, user_msg="hello")
     assert "Unknown tool 'multiply'" in results_by_id(events)[1].output
     assert retriever.queries == ["6 times 7?", "hello"]
 

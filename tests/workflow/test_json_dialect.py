@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-from helpers import of, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +13,7 @@ from llm_compiler.dialects import PlannerContext
 from llm_compiler.dialects.json_plan import JsonPlanDialect, JsonPlanStream
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.plan import ref
-from llm_compiler.testing import ScriptedLLM
+from llm_compiler.testing import ScriptedLLM, events_of, run_and_collect
 
 FINISH = "Thought: ok.\nAction: Finish({})"
 PLAN = json.dumps(
@@ -77,9 +76,9 @@ async def test_each_task_starts_while_the_plan_still_streams():
 
     llm = Held([PLAN, FINISH.format("done")], tokens_per_chunk=1)
     wf = LLMCompilerWorkflow(tools=[search], llm=llm, dialect=JsonPlanDialect())
-    out, events = await run(wf, user_msg="a or b?")
+    out, events = await run_and_collect(wf, user_msg="a or b?")
     assert str(out) == "done"
-    assert [r.output for r in sorted(of(events, TaskResult), key=lambda r: r.task_id)] == [
+    assert [r.output for r in sorted(events_of(events, TaskResult), key=lambda r: r.task_id)] == [
         "<a {x}>",
         '<b "y">',
         '<<a {x}> vs <b "y">>',

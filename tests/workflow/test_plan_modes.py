@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from helpers import of
 from llama_index.core.agent.workflow import AgentStream
 
 from llm_compiler import (
@@ -13,7 +12,7 @@ from llm_compiler import (
     TaskReady,
     TaskResult,
 )
-from llm_compiler.testing import ScriptedLLM
+from llm_compiler.testing import ScriptedLLM, events_of
 
 PLAN = '1. search("a")\n2. search("b")\n3. nosuch(1)\n4. join()'
 FINISH = "Thought: ok.\nAction: Finish({})"
@@ -51,7 +50,7 @@ async def approval_run(response: dict, *replies: str):
             continue
         events.append(ev)
         if isinstance(ev, PlanApprovalRequest):
-            assert not of(events, TaskReady) and calls == []  # nothing ran before approval
+            assert not events_of(events, TaskReady) and calls == []  # nothing ran before approval
             assert [t.id for t in ev.plan.tasks] == [1, 2] and ev.plan.valid
             handler.ctx.send_event(ev.respond(**response))
     return await handler, events
@@ -60,20 +59,20 @@ async def approval_run(response: dict, *replies: str):
 async def test_approved_plan_runs():
     out, events = await approval_run({}, FINISH.format("A and B"))
     assert str(out) == "A and B" and sorted(calls) == ["a", "b"]
-    assert len(of(events, TaskResult)) == 2
+    assert len(events_of(events, TaskResult)) == 2
 
 
 async def test_edited_plan_runs_instead():
     edit = {"action": "edit", "plan_text": '1. search("c")\n2. join()'}
     out, events = await approval_run(edit, FINISH.format("C"))
     assert str(out) == "C" and calls == ["c"]
-    assert [r.output for r in of(events, TaskResult)] == ["<c>"]
+    assert [r.output for r in events_of(events, TaskResult)] == ["<c>"]
 
 
 async def test_rejected_plan_ends_the_run():
     out, events = await approval_run({"action": "reject", "reason": "too costly"})
     assert str(out) == "The plan was rejected: too costly" and calls == []
-    assert not of(events, TaskReady)
+    assert not events_of(events, TaskReady)
 
 
 async def test_a_response_naming_another_run_or_round_is_ignored():

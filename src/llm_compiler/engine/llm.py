@@ -13,11 +13,12 @@ import asyncio
 import sys
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from llama_index.core.llms import LLM, ChatMessage
+from llama_index.core.llms import LLM
 
+from llm_compiler.dialects.base import LLMRequest
 from llm_compiler.errors import ConfigurationError, LLMCallError
 from llm_compiler.tracing.prices import ModelPrice
 from llm_compiler.tracing.spans import Active
@@ -28,26 +29,6 @@ from llm_compiler.tracing.usage import LLMCallUsage, measure_call, reported_coun
 USAGE_DRAIN_SECONDS = 0.5
 #: Completion endpoints (OpenAI's, llama.cpp's) stop after 16 tokens unless told otherwise.
 COMPLETION_MAX_TOKENS = 2048
-
-
-@dataclass(frozen=True)
-class LLMRequest:
-    """One LLM call: messages for a chat model, or one prompt for a completion model.
-
-    Attributes:
-        messages: Chat messages (chat models).
-        prompt: The whole prompt (completion models).
-        stop: Stop sequences; the text is cut before the first one.
-        prefill: Text the prompt already ends with that belongs to the reply (``Thought:``).
-        extras: Request-body fields for servers that take them (``grammar``,
-            ``response_format``); sent to OpenAI-protocol clients as ``extra_body``.
-    """
-
-    messages: Sequence[ChatMessage] | None = None
-    prompt: str | None = None
-    stop: Sequence[str] = ()
-    prefill: str = ""
-    extras: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -37,10 +37,9 @@ from workflows.events import StopEvent
 from workflows.handler import WorkflowHandler
 
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config
-from llm_compiler.dialects.base import DirectAnswer, PlanDialect
+from llm_compiler.dialects.base import DirectAnswer, JoinerDecision, PlanDialect
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
-from llm_compiler.dialects.thought_action import JoinerDecision
 from llm_compiler.engine.dispatch import compiled, emit, fan_in, replan_event, return_direct
 from llm_compiler.engine.executor import run_task
 from llm_compiler.engine.llm import (

@@ -7,6 +7,7 @@ the URL. Environment:
   that they overlap: sequential calls would time out there).
 - ``PEAKS_BROKEN_FLAG=path``: ``crash`` creates the file; while it exists the server
   refuses to start.
+- ``PEAKS_STARTS=path``: each process appends its pid to the file when it starts.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
 HEIGHTS = {"Everest": 8849, "K2": 8611, "Kangchenjunga": 8586}
+if os.environ.get("PEAKS_STARTS"):
+    with open(os.environ["PEAKS_STARTS"], "a") as starts:
+        starts.write(f"{os.getpid()}\n")
 FLAG = os.environ.get("PEAKS_BROKEN_FLAG")
 if FLAG and Path(FLAG).exists():
     print(f"refusing to start: {FLAG} says the last run crashed", file=sys.stderr, flush=True)

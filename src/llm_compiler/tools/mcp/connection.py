@@ -1,19 +1,23 @@
-"""Tools from MCP servers: a stdio command or a streamable-HTTP URL, on the official SDK.
+"""One MCP server and its session: :class:`MCPConnection`.
 
-Example::
+A connection goes through three phases, never back (httpx's client does the same)::
 
-    async with tools_from_mcp("python -m my_server", include=["height", "subtract"]) as tools:
-        workflow = LLMCompilerWorkflow(tools=tools, llm=llm)
-        await workflow.run(user_msg="How much higher is Everest than K2?")
+    UNOPENED --open()--> OPEN --the last aclose()--> CLOSED
 
-Each server gets one session (:class:`MCPConnection`), opened when the tools are listed
-and kept open across tasks and runs; parallel tasks share it (MCP multiplexes requests).
-The session lives in a task of its own, so a transport that breaks ends that task,
-never the caller's. A call whose server failed to start, died or broke the connection
-raises :class:`MCPServerError` (the executor makes it an error observation); the next
-call starts a new session. Cancelling a call (a cancelled run, ``tool_timeout``) cancels
-the request on the server (the MCP cancellation notification). Sessions belong to the
-event loop that opened them: a call from another loop opens a new one.
+Each ``open()`` (or ``async with``) takes a reference and each ``aclose()`` gives one back;
+the last one closes the session and the connection for good. Using a connection that is
+not open (a call, a tool listing, ``open()`` again after it closed) raises
+:class:`MCPServerError` at once and starts nothing, so no server process outlives the
+connection's owner.
+
+While the connection is open, one session serves every task and run; parallel tasks share
+it (MCP multiplexes requests). The session lives in a task of its own, so a transport that
+breaks ends that task, never the caller's. A call whose server failed to start, died or
+broke the connection raises :class:`MCPServerError` (the executor makes it an error
+observation); the next call starts a new session. Cancelling a call (a cancelled run,
+``tool_timeout``) cancels the request on the server (the MCP cancellation notification).
+Sessions belong to the event loop that opened them: a call from another loop opens a new
+one.
 
 A stdio server gets only a safe subset of the environment (``PATH``, ``HOME``, ...; the
 SDK's default) plus ``env``; what it writes to stderr is kept in a temporary file, and
@@ -23,6 +27,7 @@ its last lines explain a failure to start or a crash.
 from __future__ import annotations
 
 import asyncio
+import enum
 import os
 import shlex
 import tempfile
@@ -31,11 +36,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import IO, Any, TextIO, cast
 
-from llama_index.core.tools import ToolOutput
-
 from llm_compiler.errors import ConfigurationError, LLMCompilerError
-from llm_compiler.tools.results import ToolError, call_result_value, content_text
-from llm_compiler.tools.schema import SchemaTool
 
 #: Characters of a stdio server's stderr quoted in an error message.
 STDERR_TAIL = 1500
@@ -43,8 +44,14 @@ _CONNECTION_CLOSED = -32000  # the SDK's code for a transport that went away
 
 
 class MCPServerError(LLMCompilerError):
-    """An MCP server could not be started or reached, broke its connection, or answered
-    with something that is no MCP result."""
+    """An MCP server could not be started or reached, broke its connection, answered
+    with something that is no MCP result, or its connection is not open."""
+
+
+class _Phase(enum.Enum):
+    UNOPENED = "unopened"
+    OPEN = "open"
+    CLOSED = "closed"
 
 
 @dataclass
@@ -84,6 +91,9 @@ class MCPConnection:
         prefix: Put before each of this server's tool names in plans (``"geo_"`` makes
             its ``height`` the tool ``geo_height``); the server is still called with its
             own name. For two servers whose tools share a name.
+
+    Open it with ``async with`` (or ``open()`` and ``aclose()``); :func:`tools_from_mcp`
+    does so for the connections it loads. See the module docstring for its lifetime.
     """
 
     def __init__(
@@ -114,24 +124,76 @@ class MCPConnection:
         self.name = self.url or shlex.join(self.argv)
         self.sessions_opened = 0
         """How many sessions were opened (1 + reconnections)."""
+        self._phase = _Phase.UNOPENED
+        self._users = 0  # open() calls not yet matched by an aclose()
         self._session = _Session()
         self._opening: asyncio.Future[_Session] | None = None
 
     def __repr__(self) -> str:
-        return f"MCPConnection({self.name!r})"
+        return f"MCPConnection({self.name!r}, {self._phase.value})"
 
-    # ------------------------------------------------------------------ session lifetime
+    # ------------------------------------------------------------------ lifetime
+
+    @property
+    def closed(self) -> bool:
+        """Whether the connection was closed (for good)."""
+        return self._phase is _Phase.CLOSED
 
     async def open(self) -> None:
-        """Start the server (stdio) or connect (HTTP) unless a session is open.
+        """Take a reference; start the server (stdio) or connect (HTTP) unless open.
 
         Raises:
-            MCPServerError: It did not start or did not finish the handshake in time.
+            MCPServerError: The connection was closed, or the server did not start or
+                did not finish the handshake in time (the reference is given back).
         """
-        await self._current()
+        if self._phase is _Phase.CLOSED:
+            raise self._refusal()
+        self._users += 1
+        self._phase = _Phase.OPEN
+        try:
+            await self._current()
+        except BaseException:
+            self._users -= 1
+            if self._users == 0:
+                self._phase = _Phase.UNOPENED
+                await self._stop_session()
+            raise
 
     async def aclose(self) -> None:
-        """Close the session (a stdio server gets EOF and is ended if it lingers)."""
+        """Give a reference back; the last one closes the session and the connection.
+
+        A stdio server gets EOF and is ended if it lingers. Closing a connection that is
+        not open closes it too (it can no longer be opened); closing it again does nothing.
+        """
+        if self._phase is _Phase.OPEN:
+            self._users -= 1
+            if self._users > 0:
+                return
+        if self._phase is not _Phase.CLOSED:
+            self._phase = _Phase.CLOSED
+            await self._stop_session()
+
+    async def __aenter__(self) -> MCPConnection:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _refusal(self) -> MCPServerError:
+        """The error for using a connection that is not open."""
+        if self._phase is _Phase.CLOSED:
+            return MCPServerError(
+                f"The MCP connection to {self.name} is closed (aclose() or the end of its "
+                "`async with`): make a new connection to call this server again."
+            )
+        return MCPServerError(
+            f"The MCP connection to {self.name} is not open: use `async with` (or "
+            "`await open()`) first, or load its tools with tools_from_mcp()."
+        )
+
+    async def _stop_session(self) -> None:
+        """End this loop's session, one still starting included."""
         loop = asyncio.get_running_loop()
         opening = self._opening
         if opening is not None and opening.get_loop() is loop:
@@ -143,14 +205,10 @@ class MCPConnection:
         if session.runner is not None:
             await asyncio.wait({session.runner}, timeout=10)
 
-    async def __aenter__(self) -> MCPConnection:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
     async def _current(self) -> _Session:
+        """This loop's session, started if there is none; only while the connection is open."""
+        if self._phase is not _Phase.OPEN:
+            raise self._refusal()
         if self._session.usable:
             return self._session
         if self._opening is None or self._opening.get_loop() is not asyncio.get_running_loop():
@@ -158,10 +216,13 @@ class MCPConnection:
             self._opening = asyncio.ensure_future(self._start())
         opening = self._opening
         try:
-            return await asyncio.shield(opening)
+            session = await asyncio.shield(opening)
         finally:
             if opening.done() and self._opening is opening:
                 self._opening = None
+        if self._phase is not _Phase.OPEN:  # closed while it was starting
+            raise self._refusal()
+        return session
 
     async def _start(self) -> _Session:
         if self._session.loop is asyncio.get_running_loop():
@@ -321,146 +382,3 @@ def _tail(errlog: IO[bytes]) -> str:
     lines = errlog.read().decode("utf-8", errors="replace").splitlines()
     text = " | ".join(line.strip() for line in lines if line.strip())
     return text[-STDERR_TAIL:]
-
-
-# --------------------------------------------------------------------------- tools
-
-
-class MCPTool(SchemaTool):
-    """A tool of an MCP server, with the name and input schema the server lists.
-
-    Its output's ``raw_output`` is the result's value and an ``isError`` result is a
-    failed ``ToolOutput`` with the server's message (see :mod:`.results`).
-    """
-
-    def __init__(self, connection: MCPConnection, tool: Any) -> None:
-        description = tool.description or getattr(tool, "title", None) or ""
-        name = connection.prefix + tool.name
-        super().__init__(name, description, tool.input_schema or {}, handler=self._request)
-        self.connection = connection
-        self.server_name: str = tool.name
-        """The tool's name on its server (``name`` without the connection's prefix)."""
-        self.output_schema: Mapping[str, Any] | None = tool.output_schema
-
-    async def _request(self, name: str, arguments: dict[str, Any]) -> Any:
-        return await self.connection.call_tool(self.server_name, arguments)
-
-    def call(self, *args: Any, **kwargs: Any) -> ToolOutput:
-        """MCP tools share one session on an event loop: call them with ``acall``."""
-        raise TypeError(f"{self.name} is an MCP tool: await its acall() instead of call().")
-
-    def _output(self, arguments: dict[str, Any], result: Any) -> ToolOutput:
-        try:
-            value = call_result_value(result, self.output_schema)
-        except ToolError as e:
-            return ToolOutput(
-                content=str(e),
-                tool_name=self.name,
-                raw_input={"kwargs": arguments},
-                raw_output=None,
-                is_error=True,
-            )
-        text = content_text(result.content) if result.content else None
-        return ToolOutput(
-            content=text if text is not None else str(value),
-            tool_name=self.name,
-            raw_input={"kwargs": arguments},
-            raw_output=value,
-        )
-
-
-class MCPTools(list[MCPTool]):
-    """The tools of one or more MCP servers, loaded by ``await`` or ``async with``.
-
-    ``async with`` closes the servers' sessions at the end; after ``await``, call
-    :meth:`aclose` yourself. See :func:`tools_from_mcp`.
-    """
-
-    def __init__(
-        self,
-        connections: Sequence[MCPConnection],
-        include: Sequence[str] | None = None,
-        exclude: Sequence[str] = (),
-    ) -> None:
-        super().__init__()
-        self.connections = list(connections)
-        self.include = None if include is None else list(include)
-        self.exclude = set(exclude)
-
-    async def load(self) -> MCPTools:
-        """Open every session and list its tools (once).
-
-        Raises:
-            MCPServerError: A server did not start or answer; the others are closed.
-            ConfigurationError: `include` names a tool no server has, or two servers
-                have a tool of the same name (give one a ``prefix``).
-        """
-        if self:
-            return self
-        try:
-            for connection in self.connections:
-                for listed in await connection.list_tools():
-                    tool = MCPTool(connection, listed)
-                    if self._wanted(tool.name):
-                        self.append(tool)
-        except BaseException:
-            await self.aclose()
-            raise
-        seen: dict[str, MCPTool] = {}
-        for tool in self:
-            other = seen.setdefault(tool.name, tool)
-            if other is not tool:
-                await self.aclose()
-                raise ConfigurationError(
-                    f"Two MCP tools are named {tool.name!r} (servers {other.connection.name} "
-                    f"and {tool.connection.name}): give one server a prefix, e.g. "
-                    f"MCPConnection(..., prefix='x_'), or exclude one."
-                )
-        missing = [n for n in self.include or () if n not in {t.name for t in self}]
-        if missing:
-            await self.aclose()
-            raise ConfigurationError(
-                f"No MCP server has the tool(s) {', '.join(map(repr, missing))} "
-                f"(servers: {', '.join(c.name for c in self.connections)})."
-            )
-        return self
-
-    def _wanted(self, name: str) -> bool:
-        return (self.include is None or name in self.include) and name not in self.exclude
-
-    async def aclose(self) -> None:
-        """Close every server's session."""
-        await asyncio.gather(*(c.aclose() for c in self.connections))
-
-    def __await__(self) -> Generator[Any, None, MCPTools]:
-        return self.load().__await__()
-
-    async def __aenter__(self) -> MCPTools:
-        return await self.load()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-def tools_from_mcp(
-    *servers: str | Sequence[str] | MCPConnection,
-    include: Sequence[str] | None = None,
-    exclude: Sequence[str] = (),
-    **options: Any,
-) -> MCPTools:
-    """Tools from MCP servers: ``await`` it, or use it with ``async with``.
-
-    Args:
-        servers: URLs (streamable HTTP), command lines (stdio), or :class:`MCPConnection`.
-        include: Only these tools (an unknown name is a ``ConfigurationError``); names
-            as plans see them, with the server's ``prefix``.
-        exclude: Not these tools.
-        options: :class:`MCPConnection` options (``env``, ``cwd``, ``headers``,
-            ``connect_timeout``, ``call_timeout``, ``prefix``) for servers given as text.
-    """
-    if not servers:
-        raise ConfigurationError("tools_from_mcp needs at least one MCP server.")
-    connections = [
-        s if isinstance(s, MCPConnection) else MCPConnection(s, **options) for s in servers
-    ]
-    return MCPTools(connections, include, exclude)

@@ -1,9 +1,10 @@
-"""Chain-of-Abstraction as a workflow on the compiler's engine.
+"""Presets: the engine's workflow set up for a dialect other than the default.
 
-It is the LLMCompiler engine (the same events, streaming scheduler, parallel executor,
-limits, state and UI) with the :class:`~llm_compiler.dialects.coa.CoADialect` and no
-replanning: one reasoning call, the calls in parallel, one answer call (none when the
-reasoning calls nothing).
+:class:`ChainOfAbstractionWorkflow` is the LLMCompiler engine (the same events, streaming
+scheduler, parallel executor, limits, state and UI) with the
+:class:`~llm_compiler.dialects.coa.CoADialect` and no replanning: one reasoning call, the
+calls in parallel, one answer call (none when the reasoning calls nothing). It adds no
+step; it only fixes the dialect and ``max_replans=0``.
 """
 
 from __future__ import annotations
