@@ -108,13 +108,13 @@ class TaskReady(_RunEvent):
     args: dict[str, Any] = Field(default_factory=dict)
 
     @property
-    def idempotency_key(self) -> str:
-        """``run_id:round:task_id``: the same for every attempt of this call (see
-        :func:`llm_compiler.tools.idempotency_key`)."""
-        return idempotency_key(self.run_id, self.round, self.task_id)
+    def call_key(self) -> str:
+        """``run_id:round:task_id``: the same for every attempt of this call (the tool
+        reads it with :func:`llm_compiler.idempotency_key`)."""
+        return call_key(self.run_id, self.round, self.task_id)
 
 
-def idempotency_key(run_id: str, round: int, task_id: int) -> str:
+def call_key(run_id: str, round: int, task_id: int) -> str:
     """The stable key of one tool call of a run: ``run_id:round:task_id``."""
     return f"{run_id}:{round}:{task_id}"
 

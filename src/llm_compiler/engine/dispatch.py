@@ -25,7 +25,7 @@ from llm_compiler.events import (
     ReplanEvent,
     TaskReady,
     TaskResult,
-    idempotency_key,
+    call_key,
 )
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import validate_arguments
@@ -82,7 +82,7 @@ def not_run(task: PlanTask, run_id: str, message: str, skipped: bool) -> TaskRes
     ``event_id`` is the same however often the decision is made."""
     now = time.time()
     return TaskResult(
-        event_id=f"{idempotency_key(run_id, task.round, task.id)}:not-run",
+        event_id=f"{call_key(run_id, task.round, task.id)}:not-run",
         round=task.round,
         run_id=run_id,
         task_id=task.id,

@@ -41,7 +41,7 @@ async def run_task(
 ) -> TaskResult:
     """Validate arguments, call the tool under `timeout`, and report the outcome.
 
-    The tool sees the call's stable :func:`~llm_compiler.tools.calls.idempotency_key`.
+    The tool sees the call's stable :func:`~llm_compiler.idempotency_key`.
     A tool that raises anything (``TimeoutError`` and ``CancelledError`` included) gives
     an error observation; only a cancellation of the run itself propagates. An output
     longer than `max_chars` (as JSON) is cut to that many characters of text.
@@ -52,7 +52,7 @@ async def run_task(
         if tool is None:
             raise LookupError(f"This run has no tool {ev.tool_name!r}.")
         kwargs = validate_arguments(tool, ev.args)
-        with calling(ev.idempotency_key):
+        with calling(ev.call_key):
             call = call_tool(tool, kwargs, context)
             output = jsonable(await asyncio.wait_for(_own_timeouts_only(call), timeout))
         output = bounded(output, max_chars)
