@@ -21,13 +21,13 @@ async def search(query: str) -> str:
 class WholeRepliesOnly(CustomLLM):
     """A CustomLLM that cannot stream: its stream raises on the first chunk (lazily)."""
 
-    chat: bool = False
+    chat_model: bool = False
     replies: list[str] = []
     streams_asked: int = 0
 
     @property
     def metadata(self) -> LLMMetadata:
-        return LLMMetadata(model_name="whole", is_chat_model=self.chat)
+        return LLMMetadata(model_name="whole", is_chat_model=self.chat_model)
 
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         return CompletionResponse(text=self.replies.pop(0))
@@ -39,7 +39,7 @@ class WholeRepliesOnly(CustomLLM):
 
 @pytest.mark.parametrize("chat", [False, True])
 async def test_a_stream_that_raises_not_implemented_on_first_chunk_falls_back(chat):
-    llm = WholeRepliesOnly(chat=chat, replies=[PLAN, FINISH])
+    llm = WholeRepliesOnly(chat_model=chat, replies=[PLAN, FINISH])
     wf = LLMCompilerWorkflow(tools=[search], llm=llm)
     out = await wf.run(user_msg="a?")
     assert str(out) == "It is <a>."

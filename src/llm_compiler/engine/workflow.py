@@ -42,7 +42,16 @@ from llm_compiler.dialects.base import DirectAnswer, PlanDialect
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JoinerDecision
-from llm_compiler.engine.dispatch import compiled, emit, fan_in, replan_event, return_direct
+from llm_compiler.engine.dispatch import (
+    Calls,
+    compiled,
+    emit,
+    fan_in,
+    not_run,
+    prepare,
+    replan_event,
+    return_direct,
+)
 from llm_compiler.engine.executor import run_task
 from llm_compiler.engine.llm import Metered, TokenUsage, is_chat, metered_call, require_llm
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
@@ -62,7 +71,7 @@ from llm_compiler.events import (
     TaskReady,
     TaskResult,
 )
-from llm_compiler.plan import PlanTask, resolve_kwargs
+from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolLike, ToolSet, tool_map
 from llm_compiler.tracing import Tracer, price_table
 from llm_compiler.tracing.spans import Active
@@ -133,6 +142,7 @@ class LLMCompilerWorkflow(Workflow):
         self._runs = RunRegistry()
         self._books = Books(self.config.concurrency)
         self._run_tools = RunTools()
+        self._calls = Calls()
 
     def run(
         self, ctx: Context | None = None, start_event: Any = None, **kwargs: Any
@@ -343,8 +353,9 @@ class LLMCompilerWorkflow(Workflow):
         (:mod:`.scheduler`). An event that adds nothing (a duplicate, late or forged
         result, a task id seen before) is ignored. This step run again after a crash,
         its facts already written, finds its event last in the log and makes the same
-        decision again. A ready task's resolved arguments are validated against the
-        tool's schema here: a call that does not fit is an error observation.
+        decision again. A ready task's arguments, resolved by the fold, are validated
+        against the tool's schema here, once: a call that does not fit is an error
+        observation.
         """
         state = await self._state(ctx)
         if self._stale(ev, state):
@@ -375,7 +386,7 @@ class LLMCompilerWorkflow(Workflow):
                 state.run_id, task.id, task.round, task.tool, task.deps, args, message, skipped
             )
 
-        emit(ctx, state, decision, on_not_run=traced)
+        emit(ctx, state, decision, self._calls, on_not_run=traced)
 
     # ------------------------------------------------------------------ executor
 
@@ -384,7 +395,7 @@ class LLMCompilerWorkflow(Workflow):
         """Run one tool call; failures and timeouts become error observations.
 
         Only a task of the plan that the scheduler dispatched and nobody settled runs,
-        with arguments resolved again from the facts (never taken from the event).
+        with the arguments it was dispatched with (never taken from the event).
         """
         state = await self._state(ctx)
         if self._stale(ev, state):
@@ -392,16 +403,22 @@ class LLMCompilerWorkflow(Workflow):
         task = state.tasks.get(ev.task_id)
         if task is None or task.round != ev.round or not self._dispatched(state, ev.task_id):
             return None  # not a task of the plan, not dispatched, or settled
-        args = resolve_kwargs(task.kwargs, {d: state.outcomes[d].output for d in task.deps})
-        ready = ev.model_copy(update={"args": args, "tool_name": task.tool})
         tool = state.toolset.get(task.tool) if state.toolset is not None else None
-        context = ctx if self.tool_context is None else self.tool_context
-        task = state.tasks.get(ev.task_id)
-        deps = task.deps if task is not None else []
-        span = self._tracer.start_task(
-            ev.run_id, ev.task_id, ev.round, ev.tool_name, deps, ev.args, tool
+        args = self._calls.take(state.run_id, task.id)
+        if args is None:  # dispatched by another process (a resumed run)
+            args, error = prepare(state, task, tool)
+            if error is not None:
+                failed = not_run(task, state.run_id, error, False)
+                ctx.write_event_to_stream(failed)
+                return failed
+        ready = TaskReady(
+            round=task.round, run_id=state.run_id, task_id=task.id, tool_name=task.tool, args=args
         )
-        with self._runs.tool_call(ev.run_id), Active(span):  # the tool's spans nest in it
+        span = self._tracer.start_task(
+            state.run_id, task.id, task.round, task.tool, task.deps, args, tool
+        )
+        context = ctx if self.tool_context is None else self.tool_context
+        with self._runs.tool_call(state.run_id), Active(span):  # the tool's spans nest in it
             result = await run_task(
                 ready,
                 tool,
@@ -409,8 +426,8 @@ class LLMCompilerWorkflow(Workflow):
                 context=context,
                 max_chars=self.config.max_result_chars,
             )
-        self._tracer.end_task(ev.run_id, ev.task_id, result.output, result.is_error, False)
-        result.run_id = ev.run_id
+        self._tracer.end_task(state.run_id, task.id, result.output, result.is_error, False)
+        result.run_id = state.run_id
         ctx.write_event_to_stream(result)
         return result
 

@@ -62,11 +62,14 @@ def validate_arguments(tool: BaseTool, kwargs: dict[str, Any]) -> dict[str, Any]
     """Check resolved arguments against the tool's schema (lax coercion: "3" -> 3).
 
     Raises:
-        ValueError: with a readable message when they do not fit.
+        ValueError: with a readable message when they do not fit, whatever the schema's
+            validators raised (pydantic lets a validator's TypeError or AttributeError
+            through as it is).
     """
     schema: type[BaseModel] | None = tool.metadata.fn_schema
     if schema is None:
         return kwargs
+    name = tool.metadata.get_name()
     try:
         model = schema.model_validate(kwargs)
     except ValidationError as e:
@@ -74,7 +77,9 @@ def validate_arguments(tool: BaseTool, kwargs: dict[str, Any]) -> dict[str, Any]
             f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
             for err in e.errors()
         )
-        raise ValueError(f"Invalid arguments for {tool.metadata.get_name()}: {problems}") from None
+        raise ValueError(f"Invalid arguments for {name}: {problems}") from None
+    except Exception as e:  # noqa: BLE001 - a validator's own failure is a bad call too
+        raise ValueError(f"Invalid arguments for {name}: {type(e).__name__}: {e}") from e
     return {k: getattr(model, k) for k in kwargs}
 
 
