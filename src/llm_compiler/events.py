@@ -84,15 +84,28 @@ class PlanEvent(_FactEvent):
     text: str = ""
     errors: list[str] = Field(default_factory=list)
     join_id: int | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
     llm_call: LLMCallUsage | None = None
+    replaces: bool = False
+    """A complete plan that replaces the one streamed for its round before (a plan a
+    human edited before approving it): forget that one's tasks, even where ids repeat."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def error_kinds(self) -> list[PlanErrorKind]:
         """The kind of each plan-level error (``no_join``, ``too_many_tasks``, ...)."""
         return [error_kind(e) for e in self.errors]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def prompt_tokens(self) -> int:
+        """The planner call's prompt tokens (``llm_call``'s; 0 without one)."""
+        return 0 if self.llm_call is None else self.llm_call.prompt_tokens
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def completion_tokens(self) -> int:
+        """The planner call's completion tokens (``llm_call``'s; 0 without one)."""
+        return 0 if self.llm_call is None else self.llm_call.completion_tokens
 
 
 class TaskReady(_RunEvent):
@@ -182,6 +195,7 @@ class CompiledPlan(BaseModel):
         tasks: The tasks, checked against the tools (``error`` set where a line cannot run).
         errors: Plan-level problems. ``text``: the planner's raw output.
         thoughts: The planner's thoughts. ``join_id``: the id of its ``join()``.
+        llm_call: The planner call that made the plan: its tokens, cost and timing.
     """
 
     tasks: list[PlanTask] = Field(default_factory=list)
@@ -189,6 +203,7 @@ class CompiledPlan(BaseModel):
     text: str = ""
     thoughts: list[str] = Field(default_factory=list)
     join_id: int | None = None
+    llm_call: LLMCallUsage | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

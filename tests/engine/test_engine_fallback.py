@@ -60,7 +60,11 @@ async def test_not_implemented_after_the_first_chunk_is_a_failed_call():
     llm = Breaks(replies=["never"])
     with pytest.raises(LLMCallError, match="midway"):
         await stream_call(
-            llm, LLMRequest(prompt="p"), phase="planner", round=0,
-            on_delta=lambda d: False, flush=lambda: None,
+            llm,
+            LLMRequest(prompt="p"),
+            phase="planner",
+            round=0,
+            on_delta=lambda d: False,
+            flush=lambda: None,
         )
     assert llm.replies == ["never"]

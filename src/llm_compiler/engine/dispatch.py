@@ -23,6 +23,8 @@ from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import (
     CompiledPlan,
     JoinEvent,
+    PlanApprovalRequest,
+    PlanApprovalResponse,
     PlanEvent,
     ReplanEvent,
     TaskReady,
@@ -31,7 +33,6 @@ from llm_compiler.events import (
 )
 from llm_compiler.plan import PlanTask, resolve_kwargs
 from llm_compiler.tools import validate_arguments
-
 
 #: Calls prepared and not yet taken by the executor that one workflow instance keeps.
 CALLS_KEPT = 65_536
@@ -168,6 +169,18 @@ def return_direct(state: CompilerState, round: int) -> int | None:
     return None
 
 
+def approval_request(plan: PlanEvent) -> PlanApprovalRequest:
+    """The request for a verdict on a round's complete plan."""
+    return PlanApprovalRequest(round=plan.round, run_id=plan.run_id, plan=compiled(plan))
+
+
+def verdict_of(ev: PlanApprovalResponse) -> PlanApprovalResponse:
+    """The verdict `ev` gives, as recorded (its fields only)."""
+    return PlanApprovalResponse(
+        run_id=ev.run_id, round=ev.round, action=ev.action, plan_text=ev.plan_text, reason=ev.reason
+    )
+
+
 def compiled(plan: PlanEvent) -> CompiledPlan:
     """The compiled-plan view of a round's complete ``PlanEvent``."""
     return CompiledPlan(
@@ -176,4 +189,5 @@ def compiled(plan: PlanEvent) -> CompiledPlan:
         text=plan.text,
         thoughts=plan.thoughts,
         join_id=plan.join_id,
+        llm_call=plan.llm_call,
     )

@@ -149,7 +149,8 @@ async def stream_text(
             return
         if delta:
             yield delta
-        async for delta, last in pieces:
+        async for piece in pieces:
+            delta, last = piece
             if delta:
                 yield delta
     finally:

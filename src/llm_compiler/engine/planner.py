@@ -217,8 +217,6 @@ class Planner:
             text=parser.text,
             errors=errors,
             join_id=parser.join_id,
-            prompt_tokens=call.prompt_tokens,
-            completion_tokens=call.completion_tokens,
             llm_call=call,
         )
 

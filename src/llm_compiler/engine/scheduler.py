@@ -246,12 +246,9 @@ def with_facts(state: CompilerState, facts: Facts, plan: PlanEvent | None) -> Co
         if plan is not None and plan.round == round:
             record.text, record.thoughts = plan.text, plan.thoughts
             record.errors, record.join_id = plan.errors, plan.join_id
-            record.plan_tokens = (plan.prompt_tokens, plan.completion_tokens)
             record.complete = True
             if plan.llm_call is not None:
                 update["llm_calls"] = [*state.llm_calls, plan.llm_call]
         rounds[round] = record
     update["rounds"] = rounds
-    new = state.model_copy(update=update)
-    new.prompt_tokens, new.completion_tokens = new.usage()
-    return new
+    return state.model_copy(update=update)

@@ -26,7 +26,7 @@ from llm_compiler.dialects.prompting import RoundRecord, TaskRecord
 from llm_compiler.events import PlanApprovalResponse, PlanEvent, RunMode, TaskResult
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolSet
-from llm_compiler.tracing.usage import LLMCallUsage
+from llm_compiler.tracing.usage import LLMCallUsage, Usage
 
 
 class TaskOutcome(BaseModel):
@@ -61,10 +61,6 @@ class RoundState(BaseModel):
     complete: bool = False
     joiner_thought: str | None = None
     replan_reason: str | None = None
-    plan_tokens: tuple[int, int] = (0, 0)
-    """The planner call's (prompt, completion) tokens, where reported."""
-    join_tokens: tuple[int, int] = (0, 0)
-    """The joiner calls' (prompt, completion) tokens, where reported."""
 
 
 class SchedStep(BaseModel):
@@ -99,9 +95,8 @@ class CompilerState(BaseModel):
         rounds: One record per round.
         answer: The run's answer, once given (a step run again after a crash returns it).
         direct: The id of the ``return_direct`` task that gave the answer, if one did.
-        prompt_tokens / completion_tokens: LLM token usage of this question, where reported
-            (the sums over ``rounds``).
-        llm_calls: Tokens, cost and timing of each planner and joiner call of this question.
+        llm_calls: Tokens, cost and timing of each planner and joiner call of this question:
+            one record per call, the only one (totals are sums over it, see ``usage``).
         toolset: The run's tools (live objects: not serialized; rebuilt on resume).
     """
 
@@ -122,8 +117,6 @@ class CompilerState(BaseModel):
     rounds: list[RoundState] = Field(default_factory=list)
     answer: str | None = None
     direct: int | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
     llm_calls: list[LLMCallUsage] = Field(default_factory=list)
     memory: BaseMemory | None = Field(default=None, exclude=True)
     toolset: ToolSet | None = Field(default=None, exclude=True)
@@ -147,11 +140,9 @@ class CompilerState(BaseModel):
         tasks it already admitted keep their ids (and their results)."""
         return max(self.taken_ids(round), default=0) + 1
 
-    def usage(self) -> tuple[int, int]:
-        """(prompt, completion) tokens of every planner and joiner call of the question."""
-        prompt = sum(r.plan_tokens[0] + r.join_tokens[0] for r in self.rounds)
-        completion = sum(r.plan_tokens[1] + r.join_tokens[1] for r in self.rounds)
-        return prompt, completion
+    def usage(self, round: int | None = None) -> Usage:
+        """Tokens and cost of every planner and joiner call of the question (of `round`)."""
+        return Usage.total(c for c in self.llm_calls if round is None or c.round == round)
 
 
 def round_records(state: CompilerState, max_chars: int) -> list[RoundRecord]:

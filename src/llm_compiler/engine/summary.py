@@ -75,7 +75,7 @@ class RunSummary(BaseModel):
         return_direct: The task of a ``return_direct`` tool that ended the run, if any,
             with its resolved arguments in ``args``.
         prompt_tokens / completion_tokens: Tokens of the planner and joiner calls (the
-            server's report, else counted; see ``llm_calls``).
+            server's report, else counted; ``usage``'s, repeated).
         usage: Tokens and cost of the whole run (cost None if a model has no price).
         llm_calls: Each planner and joiner call: tokens, cost, timing.
         llm_seconds / tool_seconds: Wall-clock seconds in LLM calls, and with at least
@@ -151,6 +151,7 @@ def summarize(
                 finished_at=0.0 if outcome is None else outcome.finished_at,
             )
         )
+    usage = state.usage()
     direct_summary = None
     if direct is not None:
         task = state.tasks[direct]
@@ -164,9 +165,9 @@ def summarize(
         replans=state.replans,
         tasks=tasks,
         return_direct=direct_summary,
-        prompt_tokens=state.prompt_tokens,
-        completion_tokens=state.completion_tokens,
-        usage=Usage.total(state.llm_calls),
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        usage=usage,
         llm_calls=state.llm_calls,
         llm_seconds=covered((c.started_at, c.finished_at) for c in state.llm_calls),
         tool_seconds=covered((t.started_at, t.finished_at) for t in tasks),
@@ -181,7 +182,7 @@ def round_summary(state: CompilerState, round: int) -> RoundSummary:
         task_ids=[t.id for t in state.round_tasks(round)],
         errors=record.errors,
         replan_reason=record.replan_reason,
-        usage=Usage.total(c for c in state.llm_calls if c.round == round),
+        usage=state.usage(round),
     )
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from llama_index.core.llms import LLM, ChatMessage, MessageRole
@@ -44,6 +45,7 @@ from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JoinerDecision
 from llm_compiler.engine.dispatch import (
     Calls,
+    approval_request,
     compiled,
     emit,
     fan_in,
@@ -51,9 +53,10 @@ from llm_compiler.engine.dispatch import (
     prepare,
     replan_event,
     return_direct,
+    verdict_of,
 )
 from llm_compiler.engine.executor import run_task
-from llm_compiler.engine.llm import Metered, TokenUsage, is_chat, metered_call, require_llm
+from llm_compiler.engine.llm import Metered, is_chat, metered_call, require_llm
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.engine.runs import RunRegistry, RunTools
 from llm_compiler.engine.scheduler import Books, Decision, facts_of, fold, runnable, with_facts
@@ -75,8 +78,17 @@ from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolLike, ToolSet, tool_map
 from llm_compiler.tracing import Tracer, price_table
 from llm_compiler.tracing.spans import Active
+from llm_compiler.tracing.usage import LLMCallUsage
 
 __all__ = ["MAX_PARALLEL_TOOLS", "LLMCompilerWorkflow"]
+
+
+@dataclass
+class JoinVerdict:
+    """The joiner's decision on a round, and the calls it took to make it."""
+
+    decision: JoinerDecision
+    calls: list[LLMCallUsage]
 
 
 class LLMCompilerWorkflow(Workflow):
@@ -190,20 +202,26 @@ class LLMCompilerWorkflow(Workflow):
         if isinstance(ev, ReplanEvent) and (self._stale(ev, state) or ev.round != state.round):
             return None  # a late event of an earlier, cancelled run on this context
         if state.held is not None and state.held.round == state.round:
-            # This round's plan is made and waits for a verdict: ask again, plan nothing.
-            held = state.held
-            return PlanApprovalRequest(round=held.round, run_id=held.run_id, plan=compiled(held))
+            return approval_request(state.held)  # made before, waits for a verdict: ask again
         context = self._planner.context(state, self._prompt(state), self._constrained())
         self._tracer.start_round(state.run_id, state.round)
         final = await self._planner.plan(ctx, state, context)
         ctx.write_event_to_stream(final)
+        if state.mode == "run":
+            return final  # the scheduler records it, with the planner call that made it
+        await self._hold(ctx, final, approve=state.mode == "approve")
         if state.mode == "plan_only":
             return StopEvent(result=compiled(final))
-        if state.mode == "approve":
-            async with ctx.store.edit_state() as s:
-                s.held, s.verdict = final, None
-            return PlanApprovalRequest(round=final.round, run_id=final.run_id, plan=compiled(final))
-        return final
+        return approval_request(final)
+
+    async def _hold(self, ctx: Context[CompilerState], plan: PlanEvent, approve: bool) -> None:
+        """Record, in one write, a plan no scheduler takes now: the planner call that made
+        it and, in ``approve`` mode, the plan itself, waiting for a verdict."""
+        async with ctx.store.edit_state() as s:
+            if plan.llm_call is not None:
+                s.llm_calls = [*s.llm_calls, plan.llm_call]
+            if approve:
+                s.held, s.verdict = plan, None
 
     @step
     async def review(
@@ -212,7 +230,9 @@ class LLMCompilerWorkflow(Workflow):
         """Run the held plan as approved or edited, or end the run if it was rejected.
 
         The first verdict on a plan is the one that counts: it is recorded, and a step
-        run again (or a second response) acts on the recorded verdict.
+        run again (or a second response) acts on the recorded verdict. An edited plan is
+        streamed as a complete ``PlanEvent`` with ``replaces=True``: it replaces the plan
+        streamed for its round before (whose task ids it may reuse).
         """
         state = await self._state(ctx)
         held = state.held
@@ -220,34 +240,35 @@ class LLMCompilerWorkflow(Workflow):
             return None  # no plan is waiting (a late response)
         if (ev.run_id, ev.round) != (held.run_id, held.round):
             return None  # it answers another plan (late, duplicate or forged)
-        verdict = state.verdict
-        if verdict is None:
-            verdict = PlanApprovalResponse(
-                run_id=ev.run_id,
-                round=ev.round,
-                action=ev.action,
-                plan_text=ev.plan_text,
-                reason=ev.reason,
-            )
-            async with ctx.store.edit_state() as s:
-                s.verdict = verdict
-            state.verdict = verdict
+        verdict = state.verdict or verdict_of(ev)
         if verdict.action == "reject":
             reason = verdict.reason
             answer = f"The plan was rejected{': ' + reason if reason else '.'}"
-            return StopEvent(result=await self._finish(ctx, state, answer))
-        # A new event each time: if the scheduler took this plan before (a second
-        # response), it adds nothing and decides nothing.
-        plan = held.model_copy(update={"event_id": uuid.uuid4().hex})
+            return StopEvent(result=await self._finish(ctx, state, answer, verdict=verdict))
+        if state.verdict is None:
+            async with ctx.store.edit_state() as s:
+                s.verdict = verdict
+        plan = self._approved(state, held, verdict)
         if verdict.action == "edit":
-            assert state.toolset is not None
-            context = self._planner.context(state, self._prompt(state), False)
-            plan = parse_plan_text(self.dialect, context, verdict.plan_text or "", state.toolset)
-            plan.run_id = state.run_id
             ctx.write_event_to_stream(plan)
         if plan.tasks:
             publish(ctx, PlanEvent(round=plan.round, tasks=plan.tasks, run_id=plan.run_id))
         return plan
+
+    def _approved(
+        self, state: CompilerState, held: PlanEvent, verdict: PlanApprovalResponse
+    ) -> PlanEvent:
+        """The plan to run: the held one, or the edited text parsed and checked.
+
+        A new event each time: if the scheduler took this plan before (a second
+        response), it adds nothing and decides nothing. Its planner call is recorded.
+        """
+        if verdict.action != "edit":
+            return held.model_copy(update={"event_id": uuid.uuid4().hex, "llm_call": None})
+        assert state.toolset is not None
+        context = self._planner.context(state, self._prompt(state), False)
+        plan = parse_plan_text(self.dialect, context, verdict.plan_text or "", state.toolset)
+        return plan.model_copy(update={"run_id": state.run_id, "replaces": True})
 
     async def compile_plan(self, user_msg: str, **kwargs: Any) -> CompiledPlan:
         """The plan for `user_msg`, compiled and checked but not run."""
@@ -469,35 +490,44 @@ class LLMCompilerWorkflow(Workflow):
             if direct_answer is not None:
                 return StopEvent(result=await self._finish(ctx, state, direct_answer))
         last = state.replans >= self.config.max_replans
-        spent = TokenUsage()
-        decision = await self._decide(ctx, state, ev.round, last, spent)
-        if not decision.content.strip() and decision.action == "finish":
-            decision = await self._decide(ctx, state, ev.round, last, spent)  # once more
-            if not decision.content.strip():
-                if last:
-                    raise RunError(
-                        f"The joiner gave no answer in round {ev.round}, twice, and no "
-                        "replan is left."
-                    )
-                decision = JoinerDecision(
-                    "replan", "The joiner gave no answer; plan again.", decision.thought
-                )
+        verdict = await self._verdict(ctx, state, ev.round, last)
+        decision = verdict.decision
         if decision.action == "replan" and not last:
-            return await self._replan(ctx, state, ev.round, decision)
+            return await self._replan(ctx, state, ev.round, verdict)
         answer = decision.content
         if decision.action == "replan":  # out of rounds: the best we have
             answer = decision.thought or decision.content
-        return StopEvent(result=await self._finish(ctx, state, answer))
+        return StopEvent(result=await self._finish(ctx, state, answer, calls=verdict.calls))
+
+    async def _verdict(
+        self, ctx: Context[CompilerState], state: CompilerState, round: int, last: bool
+    ) -> JoinVerdict:
+        """The joiner's decision on `round` and the calls it took (recorded by the caller).
+
+        A blank answer is asked again once, then replanned (on the last round: a
+        :class:`RunError`, with the calls recorded).
+        """
+        decision, call = await self._decide(ctx, state, round, last)
+        calls = [call]
+        if decision.content.strip() or decision.action != "finish":
+            return JoinVerdict(decision, calls)
+        decision, call = await self._decide(ctx, state, round, last)  # once more
+        calls.append(call)
+        if decision.content.strip():
+            return JoinVerdict(decision, calls)
+        if last:
+            async with ctx.store.edit_state() as s:
+                s.llm_calls = [*s.llm_calls, *calls]
+            raise RunError(
+                f"The joiner gave no answer in round {round}, twice, and no replan is left."
+            )
+        again = JoinerDecision("replan", "The joiner gave no answer; plan again.", decision.thought)
+        return JoinVerdict(again, calls)
 
     async def _decide(
-        self,
-        ctx: Context[CompilerState],
-        state: CompilerState,
-        round: int,
-        last: bool,
-        spent: TokenUsage,
-    ) -> JoinerDecision:
-        """One joiner call; `spent` (this step's calls) is recorded as the round's usage."""
+        self, ctx: Context[CompilerState], state: CompilerState, round: int, last: bool
+    ) -> tuple[JoinerDecision, LLMCallUsage]:
+        """One joiner call: its decision and its usage record."""
         request = self.dialect.joiner_request(self._prompt(state, last_round=last))
         tokens = TokenStream(ctx, self.name, "join", round, self.config.stream_tokens)
         tokens.add(request.prefill)  # the reply starts with it (``Thought:``): show it too
@@ -511,30 +541,22 @@ class LLMCompilerWorkflow(Workflow):
             on_delta=tokens.take,
             flush=tokens.flush,
         )
-        spent.prompt_tokens += call.prompt_tokens
-        spent.completion_tokens += call.completion_tokens
-        update = {"join_tokens": (spent.prompt_tokens, spent.completion_tokens)}
-        state.rounds = list(state.rounds)
-        state.rounds[round] = state.rounds[round].model_copy(update=update)
-        state.prompt_tokens, state.completion_tokens = state.usage()
-        async with ctx.store.edit_state() as s:
-            s.rounds[round] = s.rounds[round].model_copy(update=update)
-            s.prompt_tokens, s.completion_tokens = s.usage()
-            s.llm_calls = [*s.llm_calls, call]
-        state.llm_calls = [*state.llm_calls, call]
-        return self.dialect.parse_decision(text)
+        return self.dialect.parse_decision(text), call
 
     async def _replan(
         self,
         ctx: Context[CompilerState],
         state: CompilerState,
         round: int,
-        decision: JoinerDecision,
+        verdict: JoinVerdict,
     ) -> ReplanEvent:
+        """Record the verdict to replan `round` (with the joiner's calls); start the next."""
+        decision = verdict.decision
         update = {"joiner_thought": decision.thought, "replan_reason": decision.content}
         async with ctx.store.edit_state() as s:
             s.rounds[round] = s.rounds[round].model_copy(update=update)
             s.replans = s.round = round + 1
+            s.llm_calls = [*s.llm_calls, *verdict.calls]
             state = s.model_copy()
         replan = replan_event(state, round)
         ctx.write_event_to_stream(replan)
@@ -547,8 +569,12 @@ class LLMCompilerWorkflow(Workflow):
         state: CompilerState,
         answer: str,
         direct: int | None = None,
+        *,
+        calls: Sequence[LLMCallUsage] = (),
+        verdict: PlanApprovalResponse | None = None,
     ) -> CompilerOutput:
-        """Record the answer (once: the first answer of a run stands) and return it."""
+        """Record the answer with what led to it (the joiner's `calls`, a plan's rejecting
+        `verdict`), in one write: the first answer of a run stands; return it."""
         message = ChatMessage(role=MessageRole.ASSISTANT, content=answer)
         async with ctx.store.edit_state() as s:
             if s.answer is None:
@@ -558,6 +584,8 @@ class LLMCompilerWorkflow(Workflow):
                     ChatMessage(role=MessageRole.USER, content=s.question),
                     message,
                 ]
+                s.llm_calls = [*s.llm_calls, *calls]
+                s.verdict = s.verdict or verdict
                 if state.memory is not None:
                     await state.memory.aput(message)
             answer, direct = s.answer, s.direct
