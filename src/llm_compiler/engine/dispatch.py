@@ -32,7 +32,7 @@ from llm_compiler.events import (
     call_key,
 )
 from llm_compiler.plan import PlanTask, resolve_kwargs
-from llm_compiler.tools import validate_arguments
+from llm_compiler.tools import ToolSet, validate_arguments
 
 #: Calls prepared and not yet taken by the executor that one workflow instance keeps.
 CALLS_KEPT = 65_536
@@ -84,6 +84,7 @@ def prepare(state: CompilerState, task: PlanTask, tool: BaseTool | None) -> tupl
 def emit(
     ctx: Context[Any],
     state: CompilerState,
+    tools: ToolSet | None,
     decision: Decision,
     calls: Calls | None = None,
     on_not_run: Callable[[PlanTask, str, bool, Any], None] | None = None,
@@ -97,7 +98,7 @@ def emit(
             on_not_run(task, message, skipped, task.kwargs)
         publish(ctx, not_run(task, state.run_id, message, skipped))
     for task, kwargs in decision.dispatch:
-        tool = state.toolset.get(task.tool) if state.toolset is not None else None
+        tool = tools.get(task.tool) if tools is not None else None
         args, error = checked(tool, kwargs)
         if error is not None:
             if on_not_run is not None:
@@ -158,11 +159,10 @@ def replan_event(state: CompilerState, round: int) -> ReplanEvent:
     )
 
 
-def return_direct(state: CompilerState, round: int) -> int | None:
+def return_direct(state: CompilerState, tools: ToolSet, round: int) -> int | None:
     """The id of a task of `round` whose tool is ``return_direct`` and succeeded."""
-    assert state.toolset is not None
     for task in state.round_tasks(round):
-        tool = state.toolset.get(task.tool)
+        tool = tools.get(task.tool)
         outcome = state.outcomes.get(task.id)
         if tool and tool.metadata.return_direct and outcome and not outcome.is_error:
             return task.id

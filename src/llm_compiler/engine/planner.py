@@ -125,13 +125,12 @@ class Planner:
         self.prices = price_table(config.prices) if prices is None else prices
 
     def context(
-        self, state: CompilerState, prompt: PromptContext, constrained: bool
+        self, state: CompilerState, tools: ToolSet, prompt: PromptContext, constrained: bool
     ) -> PlannerContext:
-        """The dialect's view of this round."""
-        assert state.toolset is not None
+        """The dialect's view of this round, planned with `tools`."""
         return PlannerContext(
             prompt=prompt,
-            tools=list(state.toolset),
+            tools=list(tools),
             round=state.round,
             # Earlier rounds only: a round planned again after a crash numbers its tasks
             # as the first time, so the ones it already admitted keep their ids.
@@ -147,15 +146,14 @@ class Planner:
         )
 
     async def plan(
-        self, ctx: Context[Any], state: CompilerState, context: PlannerContext
+        self, ctx: Context[Any], state: CompilerState, tools: ToolSet, context: PlannerContext
     ) -> PlanEvent:
         """Stream the plan; return the round's complete ``PlanEvent`` (not yet published).
 
         In ``run`` mode each completed task goes to the scheduler at once; in the other
         modes tasks are only shown on the stream.
         """
-        assert state.toolset is not None
-        tools, round, run_id = state.toolset, context.round, state.run_id
+        round, run_id = context.round, state.run_id
         route = state.mode == "run"
         parser = self.dialect.plan_parser(context)
         tokens = TokenStream(ctx, self.name, "plan", round, self.config.stream_tokens)

@@ -2,9 +2,9 @@
 
 Read it with ``await handler.ctx.store.get_state()``. Every field is JSON-safe (a tool
 output that is not becomes its text), so a run's context survives ``to_dict`` and
-``from_dict``; only ``memory`` and ``toolset`` (live objects) are left out of
-serialization and rebuilt on resume (the memory from ``transcript``, the tools from the
-workflow's tools and its retriever's choice, ``tool_names``).
+``from_dict``; only ``memory`` (a live object) is left out of serialization and rebuilt
+on resume from ``transcript``. The run's live tools are not state: the workflow keeps them
+per run, and a process that resumes the run looks them up once by ``tool_names``.
 
 The state holds facts only: tasks (admitted once, by id), their outcomes (settled once),
 the scheduler's journal of the events it took (``log``), each round's plan and verdict,
@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from llm_compiler.dialects.prompting import RoundRecord, TaskRecord
 from llm_compiler.events import PlanApprovalResponse, PlanEvent, RunMode, TaskResult
 from llm_compiler.plan import PlanTask
-from llm_compiler.tools import ToolSet
 from llm_compiler.tracing.usage import LLMCallUsage, Usage
 
 
@@ -97,7 +96,6 @@ class CompilerState(BaseModel):
         direct: The id of the ``return_direct`` task that gave the answer, if one did.
         llm_calls: Tokens, cost and timing of each planner and joiner call of this question:
             one record per call, the only one (totals are sums over it, see ``usage``).
-        toolset: The run's tools (live objects: not serialized; rebuilt on resume).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -119,7 +117,6 @@ class CompilerState(BaseModel):
     direct: int | None = None
     llm_calls: list[LLMCallUsage] = Field(default_factory=list)
     memory: BaseMemory | None = Field(default=None, exclude=True)
-    toolset: ToolSet | None = Field(default=None, exclude=True)
 
     def round_tasks(self, round: int) -> list[PlanTask]:
         """Tasks of one round, in id order."""

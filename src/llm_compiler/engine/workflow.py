@@ -203,9 +203,10 @@ class LLMCompilerWorkflow(Workflow):
             return None  # a late event of an earlier, cancelled run on this context
         if state.held is not None and state.held.round == state.round:
             return approval_request(state.held)  # made before, waits for a verdict: ask again
-        context = self._planner.context(state, self._prompt(state), self._constrained())
+        tools = await self._tools(state)
+        context = self._planner.context(state, tools, self._prompt(state), self._constrained())
         self._tracer.start_round(state.run_id, state.round)
-        final = await self._planner.plan(ctx, state, context)
+        final = await self._planner.plan(ctx, state, tools, context)
         ctx.write_event_to_stream(final)
         if state.mode == "run":
             return final  # the scheduler records it, with the planner call that made it
@@ -248,7 +249,7 @@ class LLMCompilerWorkflow(Workflow):
         if state.verdict is None:
             async with ctx.store.edit_state() as s:
                 s.verdict = verdict
-        plan = self._approved(state, held, verdict)
+        plan = self._approved(state, await self._tools(state), held, verdict)
         if verdict.action == "edit":
             ctx.write_event_to_stream(plan)
         if plan.tasks:
@@ -256,7 +257,7 @@ class LLMCompilerWorkflow(Workflow):
         return plan
 
     def _approved(
-        self, state: CompilerState, held: PlanEvent, verdict: PlanApprovalResponse
+        self, state: CompilerState, tools: ToolSet, held: PlanEvent, verdict: PlanApprovalResponse
     ) -> PlanEvent:
         """The plan to run: the held one, or the edited text parsed and checked.
 
@@ -265,9 +266,8 @@ class LLMCompilerWorkflow(Workflow):
         """
         if verdict.action != "edit":
             return held.model_copy(update={"event_id": uuid.uuid4().hex, "llm_call": None})
-        assert state.toolset is not None
-        context = self._planner.context(state, self._prompt(state), False)
-        plan = parse_plan_text(self.dialect, context, verdict.plan_text or "", state.toolset)
+        context = self._planner.context(state, tools, self._prompt(state), False)
+        plan = parse_plan_text(self.dialect, context, verdict.plan_text or "", tools)
         return plan.model_copy(update={"run_id": state.run_id, "replaces": True})
 
     async def compile_plan(self, user_msg: str, **kwargs: Any) -> CompiledPlan:
@@ -311,14 +311,15 @@ class LLMCompilerWorkflow(Workflow):
                 transcript=list(history),
                 tool_names=toolset.names,
                 memory=memory,
-                toolset=toolset,
             )
         )
 
     async def _toolset(self, question: str, names: Sequence[str] | None = None) -> ToolSet:
-        """This run's tools: the workflow's own plus the retriever's choice for `question`."""
+        """This run's tools: the workflow's own plus the retriever's choice for `question`
+        (of `names` only, if given: the retriever is asked only for tools not our own)."""
         retrieved: list[BaseTool] = []
-        if self.tool_retriever is not None:
+        ours = names is not None and set(names) <= set(self.tools)
+        if self.tool_retriever is not None and not ours:
             retrieved = list(await self.tool_retriever.aretrieve(question))
         toolset = ToolSet.build(self.tools, retrieved)
         if names is not None:  # a resumed run keeps the tools it was planned with
@@ -326,19 +327,22 @@ class LLMCompilerWorkflow(Workflow):
         return toolset
 
     async def _state(self, ctx: Context[CompilerState]) -> CompilerState:
-        """The committed state (a copy) with the run's tool set; writes nothing.
+        """The committed state (a copy): a read, nothing more."""
+        return await ctx.store.get_state()
 
-        A durable store keeps no live objects: the tool set is the one the run chose at
-        its start, kept per run in this process, or, in a process that resumes the run,
-        rebuilt once from its ``tool_names`` (one retriever call).
+    async def _tools(self, state: CompilerState) -> ToolSet:
+        """The run's tools, as chosen at its start (their names are ``tool_names``).
+
+        A durable store keeps no live objects: the tool set is kept per run in this
+        process, or, in a process that resumes the run, looked up once by those names
+        (the retriever's tools by asking it again: one call).
         """
-        state = await ctx.store.get_state()
-        if state.toolset is None and state.question:
-            question, names = state.question, list(state.tool_names)
-            state.toolset = await self._run_tools.get(
-                state.run_id, lambda: self._toolset(question, names)
-            )
-        return state
+        question, names = state.question, list(state.tool_names)
+        return await self._run_tools.get(state.run_id, lambda: self._toolset(question, names))
+
+    def run_tools(self, run_id: str) -> ToolSet | None:
+        """The tools run `run_id` of this instance uses (None if this process has none)."""
+        return self._run_tools.known(run_id)
 
     def _prompt(self, state: CompilerState, last_round: bool = False) -> PromptContext:
         budget = self.config.max_prompt_chars
@@ -381,6 +385,7 @@ class LLMCompilerWorkflow(Workflow):
         state = await self._state(ctx)
         if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
+        await self._tools(state)  # the run's tools, for _emit (which checks arguments)
         book = self._books.get(state)
         pos = book.events.get(ev.event_id)
         if pos is not None:
@@ -407,7 +412,8 @@ class LLMCompilerWorkflow(Workflow):
                 state.run_id, task.id, task.round, task.tool, task.deps, args, message, skipped
             )
 
-        emit(ctx, state, decision, self._calls, on_not_run=traced)
+        tools = self._run_tools.known(state.run_id)
+        emit(ctx, state, tools, decision, self._calls, on_not_run=traced)
 
     # ------------------------------------------------------------------ executor
 
@@ -424,7 +430,7 @@ class LLMCompilerWorkflow(Workflow):
         task = state.tasks.get(ev.task_id)
         if task is None or task.round != ev.round or not self._dispatched(state, ev.task_id):
             return None  # not a task of the plan, not dispatched, or settled
-        tool = state.toolset.get(task.tool) if state.toolset is not None else None
+        tool = (await self._tools(state)).get(task.tool)
         args = self._calls.take(state.run_id, task.id)
         if args is None:  # dispatched by another process (a resumed run)
             args, error = prepare(state, task, tool)
@@ -479,7 +485,7 @@ class LLMCompilerWorkflow(Workflow):
             return StopEvent(result=self._output(state, state.answer, state.direct))
         if ev.round < state.round:  # the verdict on this round was to replan (recorded)
             return replan_event(state, ev.round)
-        direct = return_direct(state, ev.round)
+        direct = return_direct(state, await self._tools(state), ev.round)
         if direct is not None:
             output = state.outcomes[direct].output
             answer = output if isinstance(output, str) else str(output)
@@ -589,7 +595,7 @@ class LLMCompilerWorkflow(Workflow):
                 if state.memory is not None:
                     await state.memory.aput(message)
             answer, direct = s.answer, s.direct
-            state = s.model_copy(update={"toolset": state.toolset})
+            state = s.model_copy()
         self._books.forget(state.run_id)
         return self._output(state, answer, direct)
 
