@@ -53,3 +53,13 @@ def test_idempotency_key_is_one_function():
             if name == "idempotency_key" and inspect.isfunction(obj):
                 found.add(f"{obj.__module__}.{obj.__qualname__}")
     assert found == {"llm_compiler.tools.calls.idempotency_key"}
+
+
+def test_compiler_config_keywords_are_split_in_one_place():
+    """Every constructor that takes CompilerConfig fields as keywords uses split_config."""
+    places = sorted(
+        str(path.relative_to(SRC))
+        for path in SRC.rglob("*.py")
+        if "CompilerConfig.model_fields" in path.read_text()
+    )
+    assert places == ["config.py"]

@@ -38,7 +38,7 @@ from workflows import Context, Workflow, step
 from workflows.events import StopEvent
 from workflows.handler import WorkflowHandler
 
-from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config
+from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config, split_config
 from llm_compiler.dialects.base import DirectAnswer, PlanDialect
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
@@ -131,8 +131,7 @@ class LLMCompilerWorkflow(Workflow):
         system_prompt: str | None = None,
         **options: Any,
     ) -> None:
-        fields = set(CompilerConfig.model_fields)
-        overrides = {k: options.pop(k) for k in list(options) if k in fields}
+        overrides = split_config(options)
         require_llm(llm)
         super().__init__(timeout=timeout, **options)
         self.config = make_config(config, overrides)
