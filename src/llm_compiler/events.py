@@ -156,6 +156,11 @@ class TaskResult(_FactEvent):
         """Seconds the tool ran (0 for a task that never started)."""
         return max(0.0, self.finished_at - self.started_at)
 
+    @property
+    def status(self) -> Literal["done", "error", "skipped"]:
+        """``done``, ``error`` (failed or invalid) or ``skipped`` (an input failed)."""
+        return "skipped" if self.skipped else "error" if self.is_error else "done"
+
 
 class JoinEvent(_RunEvent):
     """Emitted by the scheduler once the plan is complete and every task has a result."""

@@ -28,27 +28,6 @@ from llm_compiler.plan import PlanTask
 from llm_compiler.tracing.usage import LLMCallUsage, Usage
 
 
-class TaskOutcome(BaseModel):
-    """The observation of a finished task (from the first ``TaskResult`` for it)."""
-
-    output: Any = None
-    is_error: bool = False
-    skipped: bool = False
-    started_at: float = 0.0
-    finished_at: float = 0.0
-
-    @classmethod
-    def from_result(cls, ev: TaskResult) -> TaskOutcome:
-        """The outcome a ``TaskResult`` reports."""
-        return cls(
-            output=ev.output,
-            is_error=ev.is_error,
-            skipped=ev.skipped,
-            started_at=ev.started_at,
-            finished_at=ev.finished_at,
-        )
-
-
 class RoundState(BaseModel):
     """What a planning round produced, and the joiner's verdict on it."""
 
@@ -89,7 +68,8 @@ class CompilerState(BaseModel):
         round: The current planning round (0 for the first plan).
         replans: How many times the joiner asked to replan (capped by ``max_replans``).
         tasks: The plan DAG of every round, by task id (edges are ``PlanTask.deps``).
-        outcomes: Observations of finished tasks, by task id.
+        outcomes: The first ``TaskResult`` of each settled task, by task id (its
+            observation: output, error, timing).
         log: The scheduler's journal: the events it took, in order (see ``SchedStep``).
         rounds: One record per round.
         answer: The run's answer, once given (a step run again after a crash returns it).
@@ -110,7 +90,7 @@ class CompilerState(BaseModel):
     round: int = 0
     replans: int = 0
     tasks: dict[int, PlanTask] = Field(default_factory=dict)
-    outcomes: dict[int, TaskOutcome] = Field(default_factory=dict)
+    outcomes: dict[int, TaskResult] = Field(default_factory=dict)
     log: list[SchedStep] = Field(default_factory=list)
     rounds: list[RoundState] = Field(default_factory=list)
     answer: str | None = None

@@ -9,14 +9,16 @@ from llama_index.core.agent.workflow import AgentOutput
 from pydantic import BaseModel, Field, computed_field
 
 from llm_compiler.engine.state import CompilerState
-from llm_compiler.plan import resolve_kwargs
+from llm_compiler.events import TaskResult
+from llm_compiler.plan import PlanTask, resolve_kwargs
 from llm_compiler.tracing.usage import LLMCallUsage, Usage
 
 TaskStatus = Literal["done", "error", "skipped", "not_run"]
 
 
 class TaskSummary(BaseModel):
-    """One task of a run.
+    """One task of a run: its plan line and the ``TaskResult`` that settled it, in one view
+    (made by :meth:`of`; the state keeps only those two facts).
 
     Attributes:
         id: The task id (unique across rounds).
@@ -44,6 +46,15 @@ class TaskSummary(BaseModel):
     def duration(self) -> float:
         """Seconds the tool ran."""
         return max(0.0, self.finished_at - self.started_at)
+
+    @classmethod
+    def of(cls, task: PlanTask, result: TaskResult | None) -> TaskSummary:
+        """The view of `task`, settled by `result` (None: the run ended first)."""
+        view = cls(id=task.id, round=task.round, tool=task.tool, args=task.kwargs, deps=task.deps)
+        if result is not None:
+            view.status, view.output = result.status, result.output
+            view.started_at, view.finished_at = result.started_at, result.finished_at
+        return view
 
 
 class RoundSummary(BaseModel):
@@ -132,25 +143,10 @@ def summarize(
     state: CompilerState, answer: str, dialect: str, direct: int | None = None
 ) -> RunSummary:
     """The typed summary of the run in `state`."""
-    tasks = []
-    for task in sorted(state.tasks.values(), key=lambda t: t.id):
-        outcome = state.outcomes.get(task.id)
-        status: TaskStatus = "not_run"
-        if outcome is not None:
-            status = "skipped" if outcome.skipped else "error" if outcome.is_error else "done"
-        tasks.append(
-            TaskSummary(
-                id=task.id,
-                round=task.round,
-                tool=task.tool,
-                args=task.kwargs,
-                deps=task.deps,
-                status=status,
-                output=None if outcome is None else outcome.output,
-                started_at=0.0 if outcome is None else outcome.started_at,
-                finished_at=0.0 if outcome is None else outcome.finished_at,
-            )
-        )
+    tasks = [
+        TaskSummary.of(task, state.outcomes.get(task.id))
+        for task in sorted(state.tasks.values(), key=lambda t: t.id)
+    ]
     usage = state.usage()
     direct_summary = None
     if direct is not None:
