@@ -18,10 +18,10 @@ from typing import Any, Literal
 from llama_index.core.agent.workflow import AgentStream
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import BaseMemory
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 from workflows.events import Event, HumanResponseEvent, InputRequiredEvent, StartEvent
 
-from llm_compiler.plan import PlanErrorKind, PlanTask, error_kind
+from llm_compiler.plan import PlanErrorKind, PlanTask, kinds_given
 from llm_compiler.tracing.usage import LLMCallUsage
 
 RunMode = Literal["run", "plan_only", "approve"]
@@ -89,11 +89,13 @@ class PlanEvent(_FactEvent):
     """A complete plan that replaces the one streamed for its round before (a plan a
     human edited before approving it): forget that one's tasks, even where ids repeat."""
 
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def error_kinds(self) -> list[PlanErrorKind]:
-        """The kind of each plan-level error (``no_join``, ``too_many_tasks``, ...)."""
-        return [error_kind(e) for e in self.errors]
+    error_kinds: list[PlanErrorKind] = Field(default_factory=list)
+    """The kind of each plan-level error (``no_join``, ``too_many_tasks``, ...), as made."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _error_kinds(cls, data: Any) -> Any:
+        return kinds_given(data, "errors", "error_kinds")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -210,11 +212,13 @@ class CompiledPlan(BaseModel):
     join_id: int | None = None
     llm_call: LLMCallUsage | None = None
 
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def error_kinds(self) -> list[PlanErrorKind]:
-        """The kind of each plan-level error."""
-        return [error_kind(e) for e in self.errors]
+    error_kinds: list[PlanErrorKind] = Field(default_factory=list)
+    """The kind of each plan-level error."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _error_kinds(cls, data: Any) -> Any:
+        return kinds_given(data, "errors", "error_kinds")
 
     @property
     def valid(self) -> bool:

@@ -186,6 +186,7 @@ def compiled(plan: PlanEvent) -> CompiledPlan:
     return CompiledPlan(
         tasks=plan.tasks,
         errors=plan.errors,
+        error_kinds=plan.error_kinds,
         text=plan.text,
         thoughts=plan.thoughts,
         join_id=plan.join_id,

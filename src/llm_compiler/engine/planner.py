@@ -22,7 +22,7 @@ from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.engine.llm import Metered, metered_call
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import CompilerStream, PlanEvent
-from llm_compiler.plan import PlanTask
+from llm_compiler.plan import PlanError, PlanTask, error_kind
 from llm_compiler.tools import ToolSet, bind, validate_arguments
 from llm_compiler.tracing import ModelPrice, Tracer, price_table
 
@@ -87,7 +87,7 @@ def check_task(task: PlanTask, tools: ToolSet) -> PlanTask:
         return _check_task(task, tools)
     except Exception as e:  # noqa: BLE001 - one bad line is one error observation
         message = f"Task {task.id} could not be checked: {type(e).__name__}: {str(e)[:200]}"
-        return task.model_copy(update={"error": message})
+        return task.failed(PlanError(message, "other"))
 
 
 def _check_task(task: PlanTask, tools: ToolSet) -> PlanTask:
@@ -96,15 +96,14 @@ def _check_task(task: PlanTask, tools: ToolSet) -> PlanTask:
     tool = tools.get(task.tool)
     if tool is None:
         available = ", ".join(sorted(tools.names))
-        return task.model_copy(
-            update={"error": f"Unknown tool {task.tool!r}. Available: {available}."}
-        )
+        message = f"Unknown tool {task.tool!r}. Available: {available}."
+        return task.failed(PlanError(message, "unknown_tool"))
     bound = bind(task, tool)
     if bound.error is None and not bound.deps:
         try:
             validate_arguments(tool, bound.kwargs)
         except ValueError as e:
-            return bound.model_copy(update={"error": str(e)})
+            return bound.failed(PlanError(str(e), "bad_arguments"))
     return bound
 
 
@@ -199,11 +198,12 @@ class Planner:
         pending.extend(parser.finish())
         flush()
         errors = list(parser.errors)
-        if cut and not any("characters" in e for e in errors):
-            errors.append(
+        if cut and not any(error_kind(e) == "too_large" for e in errors):
+            message = (
                 f"The plan is longer than {context.max_plan_chars} characters; "
                 "the rest was not read."
             )
+            errors.append(PlanError(message, "too_large"))
         if not any(not t.is_join for t in checked):
             log_empty_plan(self.name, round, parser.text, errors)
         return PlanEvent(
