@@ -74,7 +74,9 @@ def checked(tool: BaseTool | None, kwargs: dict[str, Any]) -> tuple[dict[str, An
         return kwargs, message
 
 
-def prepare(state: CompilerState, task: PlanTask, tool: BaseTool | None) -> tuple[Any, str | None]:
+def prepare(
+    state: CompilerState, task: PlanTask, tool: BaseTool | None
+) -> tuple[dict[str, Any], str | None]:
     """The call of a dispatched `task` prepared from the facts: its arguments resolved
     from its inputs' outputs and validated (for a call :class:`Calls` does not hold)."""
     kwargs = resolve_kwargs(task.kwargs, {d: state.outcomes[d].output for d in task.deps})
