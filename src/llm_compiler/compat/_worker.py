@@ -9,11 +9,11 @@ from typing import Any
 from llama_index.core.llms import LLM
 
 from llm_compiler.compat.runner import AgentRunner
-from llm_compiler.config import CompilerConfig
+from llm_compiler.config import CONFIG_FIELDS
 from llm_compiler.engine.llm import default_llm
 
 #: Options of the new engine a legacy constructor also takes (``tool_timeout=10`` ...).
-ENGINE_OPTIONS = frozenset(CompilerConfig.model_fields) | {"timeout", "system_prompt", "name"}
+ENGINE_OPTIONS = CONFIG_FIELDS | {"timeout", "system_prompt", "name"}
 
 
 def deprecated(owner: str, name: str, why: str) -> None:

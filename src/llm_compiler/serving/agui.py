@@ -98,7 +98,7 @@ class AGUITranslator:
         return [StateDeltaEvent(delta=list(ops))]  # type: ignore[arg-type]  # plain JSON Patch
 
     def _plan(self, ev: PlanEvent) -> list[BaseEvent]:
-        ops = []
+        ops = self._drop_round(ev.round) if ev.replaces else []
         for task in ev.tasks:
             key = str(task.id)
             if task.is_join or key in self.state["tasks"]:
@@ -115,6 +115,14 @@ class AGUITranslator:
             self.state["tasks"][key] = node
             ops.append({"op": "add", "path": f"/tasks/{key}", "value": node})
         return self._patch(*ops) if ops else []
+
+    def _drop_round(self, round: int) -> list[dict[str, Any]]:
+        """Remove the tasks of `round` (a plan that replaces them follows)."""
+        tasks = self.state["tasks"]
+        gone = [key for key, node in tasks.items() if node["round"] == round]
+        for key in gone:
+            del tasks[key]
+        return [{"op": "remove", "path": f"/tasks/{key}"} for key in gone]
 
     def _set(self, task_id: int, **fields: Any) -> list[dict[str, Any]]:
         node = self.state["tasks"].get(str(task_id))

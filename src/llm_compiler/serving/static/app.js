@@ -140,7 +140,7 @@ class Run {
     const deps = (t.deps || []).filter((d) => this.tasks.has(d));
     const col = Math.max(round.startCol, ...deps.map((d) => this.tasks.get(d).col + 1));
     const pos = this.place(round, col);
-    const task = { ...t, deps, col, ...pos, state: t.error ? "error" : "planned", dependents: 0 };
+    const task = { ...t, deps, col, ...pos, state: t.error ? "error" : "planned", dependents: 0, lines: [] };
     if (t.error) task.output = t.error;
     this.tasks.set(t.id, task);
     for (const d of deps) {
@@ -162,8 +162,8 @@ class Run {
     if (round.join) return;
     const col = round.maxCol + 1;
     const pos = this.place(round, col);
-    round.join = { id: joinId, ...pos };
     const g = el("g", { class: "node join", transform: `translate(${pos.x},${pos.y})` }, this.nodes);
+    round.join = { id: joinId, ...pos, g, lines: [] };
     el("rect", { width: NODE_W * 0.6, height: NODE_H, rx: NODE_H / 2 }, g);
     el("text", { x: 14, y: 27, class: "title" }, g, `${joinId} · join`);
     for (const t of this.tasks.values()) {
@@ -176,7 +176,27 @@ class Run {
   edge(a, b) {
     const x1 = a.x + NODE_W, y1 = a.y + NODE_H / 2, x2 = b.x, y2 = b.y + NODE_H / 2;
     const mid = (x1 + x2) / 2;
-    el("path", { d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`, class: "edge" }, this.edges);
+    const path = el("path", { d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`, class: "edge" }, this.edges);
+    a.lines.push(path);
+    b.lines.push(path);
+  }
+
+  // A plan that replaces the one shown for round r (a human edited it before approving):
+  // its tasks, edges and join go, and the round is laid out again from its first column.
+  dropRound(r) {
+    const round = this.rounds.get(r);
+    if (!round) return;
+    for (const [id, t] of [...this.tasks]) {
+      if (t.round !== r) continue;
+      t.g.remove();
+      for (const line of t.lines) line.remove();
+      this.tasks.delete(id);
+    }
+    if (round.join) round.join.g.remove();
+    round.join = null;
+    round.rows = new Map();
+    round.maxCol = round.startCol - 1;
+    this.nextCol = round.startCol;
   }
 
   resize() {
@@ -321,6 +341,7 @@ class Run {
 
   handle(type, v) {
     if (type === "PlanEvent") {
+      if (v.replaces) this.dropRound(v.round);
       this.round(v.round);
       for (const t of v.tasks) if (t.tool !== "join") this.addTask(t);
       if (v.complete && v.join_id != null) this.addJoin(v.round, v.join_id);
