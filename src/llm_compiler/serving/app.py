@@ -2,8 +2,9 @@
 
 A parent Starlette app holds our routes (the page in ``static/``; ``/api/info``, what is
 served; ``/api/runs``, runs with their questions, newest first, a page at a time;
-``/api/runs/{handler_id}/mermaid``; ``/agui/{name}``, AG-UI) and forwards the workflow
-server's API routes to the server's own app, whose CDN-loading UI is left out. A
+``/api/runs/{handler_id}``, one of them; ``/api/runs/{handler_id}/mermaid``;
+``/agui/{name}``, AG-UI) and forwards the workflow server's API routes to the server's own
+app, whose CDN-loading UI is left out. A
 :class:`~llm_compiler.serving.guard.RequestGuard` in front parses and validates every
 request body once (run requests: :mod:`~llm_compiler.serving.start`; events clients send:
 :mod:`~llm_compiler.serving.client_events`; AG-UI inputs: :mod:`~llm_compiler.serving.agui`),
@@ -194,6 +195,12 @@ def _routes(
                 run["worker"] = held.get(run["run_id"] or "")
         return AsciiJSONResponse({"runs": runs, "next": following})
 
+    async def api_run(request: Request) -> Response:
+        row = await run_row(store, request.path_params["handler_id"], compilers)
+        if row is None:
+            return JSONResponse({"detail": "Run not found."}, status_code=404)
+        return AsciiJSONResponse(row)
+
     async def api_mermaid(request: Request) -> Response:
         chart = await run_mermaid(store, request.path_params["handler_id"])
         if chart is None:
@@ -206,6 +213,7 @@ def _routes(
         Route("/", index, methods=["GET"]),
         Route("/api/info", api_info, methods=["GET"]),
         Route("/api/runs", api_runs, methods=["GET"]),
+        Route("/api/runs/{handler_id}", api_run, methods=["GET"]),
         Route("/api/runs/{handler_id}/mermaid", api_mermaid, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="page"),
         agui_route(server, store),
@@ -349,6 +357,18 @@ def _page(request: Request) -> tuple[int, _Key | None]:
         return int(text), (float(started), handler_id)
     except ValueError:
         raise BadRequest(400, "before takes the next cursor of an earlier page.") from None
+
+
+async def run_row(
+    store: AbstractWorkflowStore, handler_id: str, compilers: set[str]
+) -> dict[str, Any] | None:
+    """One run as ``/api/runs`` lists it (None if there is no such run)."""
+    from llama_agents.server import HandlerQuery
+
+    found = await store.query(HandlerQuery(handler_id_in=[handler_id]))
+    if not found:
+        return None
+    return await _run_row(store, found[0], found[0].workflow_name in compilers)
 
 
 async def _run_row(
