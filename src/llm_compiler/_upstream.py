@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "mcp_http_client",
-    "postgres_store_class",
+    "postgres_store",
     "recover_pending_workflows",
     "result_task",
     "set_concurrent_runs",
@@ -60,11 +60,11 @@ def workflow_service(server: WorkflowServer) -> _WorkflowService:
     return server._service
 
 
-def postgres_store_class() -> type[AbstractWorkflowStore]:
-    """``PostgresWorkflowStore`` (not exported at the package's top level)."""
+def postgres_store(dsn: str) -> AbstractWorkflowStore:
+    """A ``PostgresWorkflowStore`` on `dsn` (not exported at the package's top level)."""
     from llama_agents.server._store.postgres_workflow_store import PostgresWorkflowStore
 
-    return PostgresWorkflowStore
+    return PostgresWorkflowStore(dsn)
 
 
 def stored_event_class() -> type[StoredEvent]:

@@ -96,7 +96,7 @@ def make_store(spec: str | None) -> AbstractWorkflowStore | None:
         path.parent.mkdir(parents=True, exist_ok=True)
         return SqliteWorkflowStore(str(path))
     if spec.startswith(("postgres://", "postgresql://")):
-        return _upstream.postgres_store_class()(spec)  # type: ignore[call-arg]
+        return _upstream.postgres_store(spec)
     raise ConfigurationError(
         f"Unknown store {spec!r}: use memory, sqlite:///path/to/runs.db or postgresql://..."
     )
@@ -155,6 +155,7 @@ def build_app(
     parent = Starlette(
         routes=[*routes, *_forwarded(server)],
         middleware=[cors(policy)],
+        exception_handlers={Exception: internal_error},
         lifespan=_lifespan(server),
     )
     checks = [
@@ -239,6 +240,11 @@ def _forwarded(server: WorkflowServer) -> list[BaseRoute]:
         for r in server.app.routes
         if isinstance(r, Route)
     ]
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    """A failure of our routes as JSON, as the workflow server answers its own."""
+    return JSONResponse({"detail": f"Internal server error: {exc}"}, status_code=500)
 
 
 class AsciiJSONResponse(JSONResponse):
@@ -327,7 +333,7 @@ async def newest_handlers(
 
     wanted = set(names)
     if isinstance(store, MemoryWorkflowStore):
-        found: Iterable[PersistentHandler] = list(store.handlers.values())
+        found: Iterable[PersistentHandler] = store.handlers.values()  # read in one go
     else:
         found = await store.query(HandlerQuery(workflow_name_in=names))
     kept = (h for h in found if h.workflow_name in wanted and (before is None or _key(h) < before))

@@ -342,6 +342,7 @@ class Run {
       }
       if (v.complete && v.llm_call) this.callUsage(v.llm_call);
       if (v.complete) this.round(v.round).planned = true;
+      if (v.complete && !this.relisted) this.relist();
       status(`Round ${v.round}: ${v.complete ? "plan complete" : "planning…"}`);
     } else if (type === "TaskReady") this.ready(v);
     else if (type === "TaskResult") this.result(v);
@@ -359,6 +360,13 @@ class Run {
     else if (type === "StopEvent") this.finish(answerOf(v.result), v.result && v.result.summary);
     else if (type === "WorkflowFailedEvent" || type === "WorkflowCancelledEvent" || type === "WorkflowTimedOutEvent") this.fail(type, v);
     if (type === "TaskReady" || type === "TaskResult" || type === "StopEvent") this.gantt();
+  }
+
+  // Once a plan is made the run's question is saved: list it (and show it) by its question.
+  relist() {
+    this.relisted = true;
+    loadRuns();
+    if (!$("question").value) runQuestion(this.id);
   }
 
   // A worker took the run up again after a crash or restart: what follows came after it.
