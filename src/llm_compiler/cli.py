@@ -161,8 +161,9 @@ async def _serve(args: argparse.Namespace) -> None:
     if spec.durable:
         from llm_compiler.durable import open_durable
 
-        durable = await open_durable(spec)
-        durable.idle_release = args.idle_release
+        durable = await open_durable(
+            spec, idle_release=args.idle_release, outage_limit=args.outage_limit
+        )
         print(f"Runs are kept in {spec.shown} (worker {durable.worker}).", flush=True)  # noqa: T201
     options: dict[str, Any] = {"durable": durable, "max_runs": args.max_runs, "policy": policy}
     if args.workflow:
@@ -249,6 +250,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="with a durable store, a run waiting for input (a plan approval) leaves memory "
         "after this long; the next event loads it on any worker (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--outage-limit",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="with a durable store, how long a worker rides out an unreachable database "
+        "(reconnecting with backoff; /health says degraded) before it stops (default: %(default)s)",
     )
     serve.add_argument(
         "--max-runs",

@@ -15,7 +15,6 @@ from typing import Any
 
 from llama_index.core.tools import BaseTool
 from workflows import Context
-from workflows.events import Event
 
 from llm_compiler.engine.planner import publish
 from llm_compiler.engine.scheduler import Decision
@@ -116,16 +115,17 @@ def emit(
 
 
 def fan_in(ctx: Context[Any], state: CompilerState, ev: PlanEvent | TaskResult) -> JoinEvent | None:
-    """Feed the round's complete plan or a task's first result to ``collect_events``;
-    the ``JoinEvent`` once the plan and every task's result are in.
+    """The ``JoinEvent`` once the round's plan is complete and every task of it settled.
 
-    The count of results expected (tasks admitted so far) only grows, and the complete
-    plan keeps the batch open until the planner has finished.
+    A fold of the facts, not a buffer of events: the scheduler calls it for an event
+    that added facts, and only the one that completed the round finds it complete for
+    the first time (later events of the round add nothing and are not passed here). A
+    run rebuilt from its facts after a crash therefore joins exactly when it would have.
     """
     round = ev.round
-    expected: list[type[Event]] = [PlanEvent, *[TaskResult] * state.rounds[round].n_tasks]
-    buffer = f"{state.run_id}-round-{round}"
-    if ctx.collect_events(ev, expected, buffer_id=buffer) is None:
+    if round >= len(state.rounds) or not state.rounds[round].complete:
+        return None
+    if any(t.id not in state.outcomes for t in state.round_tasks(round)):
         return None
     join = JoinEvent(round=round, run_id=state.run_id)
     ctx.write_event_to_stream(join)

@@ -16,9 +16,9 @@ The run's state holds facts only (:mod:`.state`), and every step can run again a
 crash with its own writes already committed, finding them and doing the same: the start
 is idempotent by run id, the scheduler journals the events it took and derives its
 bookkeeping from that journal, the plan and join steps return what they recorded. The
-scheduler runs with one worker; it fans the task results back in with
-``ctx.collect_events`` over ``[PlanEvent, TaskResult * n]``, fed only with the complete
-plan and each task's first result, where ``n`` (tasks admitted so far) only grows.
+scheduler runs with one worker; it joins when the facts say the round's plan is complete
+and every task of it settled (a fold of the state, so a run rebuilt from its facts joins
+as it would have).
 """
 
 from __future__ import annotations

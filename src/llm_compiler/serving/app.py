@@ -54,7 +54,7 @@ from llm_compiler.serving.start import run_route
 if TYPE_CHECKING:
     from llama_agents.server import AbstractWorkflowStore, PersistentHandler, WorkflowServer
 
-    from llm_compiler.durable import Durable
+    from llm_compiler.durable.store import ServedDurable as Durable
 
 STATIC = Path(__file__).with_name("static")
 #: The name the compiler workflow is served under.
@@ -120,7 +120,7 @@ def build_app(
         store: Where runs and their events are kept (memory when None).
         info: Extra fields for ``/api/info`` (e.g. ``model``, ``question``).
         max_body: Largest request body in bytes.
-        durable: Run on DBOS (:func:`llm_compiler.durable.open_durable`): runs survive
+        durable: Keep runs in a journal (:func:`llm_compiler.durable.open_durable`): runs survive
             crashes and workers sharing its Postgres share the runs; `store` is ignored.
         max_runs: Runs of each workflow this process holds at once (the rest wait; with
             `durable`, in the database for any worker).
@@ -159,7 +159,7 @@ def build_app(
         lifespan=_lifespan(server),
     )
     checks = [
-        run_route(workflows, extras),
+        run_route(workflows, extras, store),
         agui_body_route(workflows),
         events_route(store, workflows, extras),
     ]
@@ -212,6 +212,7 @@ def _routes(
 
     return [
         Route("/", index, methods=["GET"]),
+        *([Route("/health", durable_health(durable), methods=["GET"])] if durable else []),
         Route("/api/info", api_info, methods=["GET"]),
         Route("/api/runs", api_runs, methods=["GET"]),
         Route("/api/runs/{handler_id}", api_run, methods=["GET"]),
@@ -254,6 +255,18 @@ class AsciiJSONResponse(JSONResponse):
         return json.dumps(content, separators=(",", ":")).encode("ascii")
 
 
+def durable_health(durable: Durable) -> Any:
+    """``GET /health`` of a durable server: ``degraded`` (503) while its database does not
+    answer (runs pause, the worker reconnects), else ``healthy``."""
+
+    async def health(request: Request) -> Response:
+        if durable.degraded:
+            return JSONResponse({"status": "degraded", "worker": durable.worker}, 503)
+        return JSONResponse({"status": "healthy", "worker": durable.worker})
+
+    return health
+
+
 def cors(policy: SecurityPolicy) -> Middleware:
     """CORS for the listed origins only, without credentials (the token is a header)."""
     return Middleware(
@@ -271,23 +284,23 @@ def _workflow_server(
     durable: Durable | None,
     max_runs: int | None,
 ) -> tuple[WorkflowServer, AbstractWorkflowStore]:
-    """The workflow server on DBOS (`durable`) or on `store`, with the run cap applied."""
+    """The workflow server on a durable journal (`durable`) or on `store`, with the run cap."""
     from llama_agents.server import MemoryWorkflowStore, WorkflowServer
 
-    if max_runs is not None:
-        for workflow in workflows:
-            # The runtime reads it when the workflow is registered (a semaphore in memory,
-            # a DBOS queue with this per-worker concurrency on DBOS).
-            _upstream.set_concurrent_runs(workflow, max_runs)
     # The parent app applies CORS; an empty list would bring back the server's default
     # (every origin, with credentials), so its slot gets a pass-through.
     inner = [Middleware(PassThrough)]
-    if durable is None:
-        store = store or MemoryWorkflowStore()
-        return WorkflowServer(workflow_store=store, middleware=inner), store
-    runtime = durable.server_runtime()
-    server = WorkflowServer(runtime=runtime, workflow_store=durable.store, middleware=inner)
-    return server, durable.store
+    if durable is not None:  # the cap is the worker's: the rest wait in the database
+        durable.max_runs = max_runs
+        runtime = durable.server_runtime()
+        server = WorkflowServer(runtime=runtime, workflow_store=durable.store, middleware=inner)
+        return server, durable.store
+    if max_runs is not None:
+        for workflow in workflows:
+            # The in-memory runtime reads it when the workflow is registered (a semaphore).
+            _upstream.set_concurrent_runs(workflow, max_runs)
+    store = store or MemoryWorkflowStore()
+    return WorkflowServer(workflow_store=store, middleware=inner), store
 
 
 class PassThrough:

@@ -6,6 +6,11 @@ as a bare object of the event's fields, as an envelope ``{"type": ..., "value": 
 event must hold a non-blank question and no field the server chooses
 (``compiler_run_id``); the server is handed the checked fields as an envelope of the
 workflow's start event, so it reads nothing else.
+
+A ``handler_id`` the client names must look like one (:data:`HANDLER_ID`: letters, digits,
+``_ - . :``, at most 128, not starting with a dot), else 400; and it names one run for
+good: an id some run already has is a 409 (the workflow server would start a new run under
+it and replace the finished run's record).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from workflows import Workflow
@@ -22,19 +27,28 @@ from workflows.events import Event, StartEvent
 
 from llm_compiler.serving.guard import BadRequest, BodyRoute, Checked, field_errors, loads_checked
 
+if TYPE_CHECKING:
+    from llama_agents.server import AbstractWorkflowStore
+
 RUN_PATH = re.compile(r"^/workflows/(?P<name>[^/]+)/(run|run-nowait)/?$")
 #: Start-event fields the server sets; a client sending them gets a 400.
 SERVER_FIELDS = ("compiler_run_id",)
 _SHAPE = 'Give the question as {"start_event": {"user_msg": "..."}}.'
 _BLANK = "start_event.user_msg must be a non-empty question."
+HANDLER_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.:-]{0,127}")
 
 
 def run_route(
-    workflows: Mapping[str, Workflow], extras: Mapping[str, Sequence[type[Event]]]
+    workflows: Mapping[str, Workflow],
+    extras: Mapping[str, Sequence[type[Event]]],
+    store: AbstractWorkflowStore | None = None,
 ) -> BodyRoute:
-    """The validator of run requests to `workflows` (with their `extras` event types)."""
+    """The validator of run requests to `workflows` (with their `extras` event types);
+    with `store`, a ``handler_id`` of a run it holds is a 409."""
 
     async def validate(match: re.Match[str], data: dict[str, Any], body: bytes) -> Checked:
+        if data.get("handler_id") is not None:
+            await check_handler_id(data["handler_id"], store)
         workflow = workflows.get(match["name"])
         if workflow is None:
             known = ", ".join(sorted(workflows)) or "none"
@@ -99,3 +113,21 @@ def check_start(event: StartEvent) -> None:
     for name in SERVER_FIELDS:
         if getattr(event, name, None) is not None:  # it keys the run's events and journal
             raise BadRequest(400, f"start_event.{name} is chosen by the server, not a client.")
+
+
+async def check_handler_id(value: Any, store: AbstractWorkflowStore | None) -> None:
+    """BadRequest 400 unless `value` is a usable handler id, 409 if `store` has a run by it."""
+    from llama_agents.server import HandlerQuery
+
+    if not isinstance(value, str) or not HANDLER_ID.fullmatch(value):
+        raise BadRequest(
+            400,
+            f"Invalid handler_id {repr(value)[:80]}: use 1 to 128 letters, digits, '_', '-', "
+            "'.' or ':' (not starting with '.').",
+        )
+    if store is not None and (found := await store.query(HandlerQuery(handler_id_in=[value]))):
+        raise BadRequest(
+            409,
+            f"A run with handler_id {value!r} exists ({found[0].status}); a handler id names "
+            "one run: choose another.",
+        )
