@@ -63,6 +63,8 @@ def test_the_command_serves_the_page_until_interrupted(store, tmp_path):
     )
     try:
         line = proc.stdout.readline()
+        while line.startswith("Runs are kept in"):  # a durable store says where, first
+            line = proc.stdout.readline()
         assert "Serving the live plan page at http://127.0.0.1:" in line, line
         url = line.split(" at ")[1].split()[0]
         page = httpx.get(url, timeout=10)

@@ -273,7 +273,10 @@ class MCPConnection:
         from mcp import Client, StdioServerParameters
         from mcp.client.stdio import stdio_client
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        from llm_compiler._upstream import mcp_http_client
+
+        create_mcp_http_client = mcp_http_client()
 
         if self.url is not None:
             http = await stack.enter_async_context(
