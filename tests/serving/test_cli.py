@@ -69,6 +69,7 @@ def test_the_command_serves_the_page_until_interrupted():
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0
+        proc.stdout.close()
 
 
 @pytest.mark.timeout(60)
@@ -90,6 +91,7 @@ def test_sigterm_stops_the_server_like_ctrl_c_with_its_cleanup(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
+        proc.stdout.close()
     assert mark.read_text() == "cleaned up"
 
 
