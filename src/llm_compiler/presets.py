@@ -14,7 +14,7 @@ from typing import Any
 
 from llama_index.core.llms import LLM
 
-from llm_compiler.config import CompilerConfig, make_config
+from llm_compiler.config import CompilerConfig, make_config, split_config
 from llm_compiler.dialects.coa import CoADialect
 from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import ConfigurationError
@@ -23,8 +23,7 @@ from llm_compiler.tools import ToolLike
 
 def _no_replans(config: CompilerConfig | None, options: dict[str, Any]) -> CompilerConfig:
     """The options as a config whose ``max_replans`` is 0 (CoA answers, never replans)."""
-    fields = set(CompilerConfig.model_fields)
-    overrides = {k: options.pop(k) for k in list(options) if k in fields}
+    overrides = split_config(options)
     if overrides.get("max_replans"):
         raise ConfigurationError("Chain-of-Abstraction does not replan: leave max_replans out.")
     return make_config(config, {**overrides, "max_replans": 0})

@@ -60,7 +60,7 @@ def test_one_sqlite_store_serves_one_process(tmp_path):
 
     first = FileLiveness(str(tmp_path / "runs.db.lock"))
     first.claim()
-    with pytest.raises(ConfigurationError, match="Another process already serves"):
+    with pytest.raises(ConfigurationError, match="Another process already uses"):
         FileLiveness(str(tmp_path / "runs.db.lock")).claim()
     asyncio.run(first.stop())
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("llama_agents.dbos")
+pytest.importorskip("asyncpg")
 pytestmark = pytest.mark.timeout(240)
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))

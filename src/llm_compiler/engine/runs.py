@@ -129,6 +129,13 @@ class RunTools:
         self._sets.move_to_end(run_id)
         return await asyncio.shield(future)
 
+    def known(self, run_id: str) -> ToolSet | None:
+        """The tools of `run_id` if this process has them already (nothing is built)."""
+        future = self._sets.get(run_id)
+        if future is None or not future.done() or future.cancelled() or future.exception():
+            return None
+        return future.result()
+
     def put(self, run_id: str, tools: ToolSet) -> None:
         """Record the tools a run was started with."""
         future: asyncio.Future[ToolSet] = asyncio.get_running_loop().create_future()
