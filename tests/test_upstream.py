@@ -121,8 +121,8 @@ def test_the_mcp_http_client_factory():
 
 
 #: Files still reaching an upstream private name directly; each moves to ``_upstream``
-#: with the rewrite of its package (durable/ and tools/mcp are being restructured).
-PENDING = {"durable/runtime.py", "durable/workers.py", "tools/mcp_servers.py"}
+#: with the rewrite of its package (durable/ is being restructured).
+PENDING = {"durable/runtime.py", "durable/workers.py"}
 PRIVATE = re.compile(
     r"[.'\"]_(?:result_task|num_concurrent_runs|service|factory|workflow_store"
     r"|recover_pending_workflows)\b"
