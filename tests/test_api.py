@@ -60,7 +60,7 @@ def test_python_versions_that_cannot_tell_a_cancelled_run_from_a_tool_are_refuse
 
     from packaging.specifiers import SpecifierSet
 
-    meta = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    meta = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     allowed = SpecifierSet(meta["project"]["requires-python"])
     assert "3.10" not in allowed and "3.11" in allowed
 
