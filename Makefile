@@ -48,10 +48,10 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not llm"
 
-## The property tests with many more examples and random seeds (FUZZ_EXAMPLES per
+## The property tests (tests/*/test_*_properties.py) with many more examples and random seeds (FUZZ_EXAMPLES per
 ## property, 10000 by default; `make test` runs a few with fixed seeds).
 fuzz: install
-	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 0 tests/property
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 0 $$(find tests -name 'test_*_properties.py')
 
 ## Answer a question with parallel tools on the embedded model (or OpenAI if OPENAI_API_KEY is
 ## set, or any OpenAI-compatible server if LLM_COMPILER_API_BASE is set).

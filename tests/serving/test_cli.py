@@ -76,7 +76,9 @@ def test_the_command_serves_the_page_until_interrupted(store, tmp_path):
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C, after a run was served
         assert proc.wait(timeout=20) == 0
+        proc.stdout.close()
     errors = proc.stderr.read()
+    proc.stderr.close()
     assert "Traceback" not in errors and "Error" not in errors, errors
 
 
@@ -99,6 +101,7 @@ def test_sigterm_stops_the_server_like_ctrl_c_with_its_cleanup(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
+        proc.stdout.close()
     assert mark.read_text() == "cleaned up"
 
 

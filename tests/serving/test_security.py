@@ -387,6 +387,7 @@ def test_the_command_hands_the_page_its_token():
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0
+        proc.stdout.close()
 
 
 def test_the_token_stays_out_of_reprs():

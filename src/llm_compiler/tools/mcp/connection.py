@@ -36,6 +36,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import IO, Any, TextIO, cast
 
+from llm_compiler import _upstream
 from llm_compiler.errors import ConfigurationError, LLMCompilerError
 
 #: Characters of a stdio server's stderr quoted in an error message.
@@ -274,14 +275,9 @@ class MCPConnection:
         from mcp.client.stdio import stdio_client
         from mcp.client.streamable_http import streamable_http_client
 
-        from llm_compiler._upstream import mcp_http_client
-
-        create_mcp_http_client = mcp_http_client()
-
         if self.url is not None:
-            http = await stack.enter_async_context(
-                create_mcp_http_client(headers=self.headers or None)
-            )
+            create_http_client = _upstream.mcp_http_client()
+            http = await stack.enter_async_context(create_http_client(headers=self.headers or None))
             return Client(streamable_http_client(self.url, http_client=http), cache=None)
         params = StdioServerParameters(
             command=self.argv[0], args=self.argv[1:], env=self.env or None, cwd=self.cwd

@@ -60,6 +60,25 @@ def test_python_versions_that_cannot_tell_a_cancelled_run_from_a_tool_are_refuse
 
     from packaging.specifiers import SpecifierSet
 
-    meta = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    meta = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     allowed = SpecifierSet(meta["project"]["requires-python"])
     assert "3.10" not in allowed and "3.11" in allowed
+
+
+def test_the_package_calls_no_deprecated_workflow_handler_method():
+    # pytest ignores the DeprecationWarnings of handler.done()/cancel() (llama-agents-server
+    # calls them); this keeps our own code off them: is_done() and cancel_run() instead.
+    import ast
+    from pathlib import Path
+
+    deprecated = {"done", "cancel", "exception", "cancelled"}
+    found = [
+        f"{path.name}:{node.lineno}"
+        for path in Path(llm_compiler.__file__).parent.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in deprecated
+        and "handler" in ast.unparse(node.func.value).lower()
+    ]
+    assert not found, found

@@ -1,6 +1,6 @@
 """Upstream reproduction: cancelling the awaiter of a workflow handler leaves steps running.
 
-Run: ``python tests/upstream/repro_cancel.py`` (llama-index-workflows only; not collected
+Run: ``python tests/integration/repro_cancel.py`` (llama-index-workflows only; not collected
 by pytest). A plain two-step workflow: ``start`` emits an event, ``work`` waits on a gate
 that nobody opens. ``asyncio.wait_for(handler, 0.2)`` times out (as does
 ``task.cancel()`` on a task awaiting the handler), yet ``work`` is never cancelled: it
