@@ -92,6 +92,12 @@ class PlanEvent(_FactEvent):
     error_kinds: list[PlanErrorKind] = Field(default_factory=list)
     """The kind of each plan-level error (``no_join``, ``too_many_tasks``, ...), as made."""
 
+    def __init__(self, **params: Any) -> None:
+        # Read back over HTTP, the counts derived from llm_call are not data of their own.
+        for derived in ("prompt_tokens", "completion_tokens"):
+            params.pop(derived, None)
+        super().__init__(**params)
+
     @model_validator(mode="before")
     @classmethod
     def _error_kinds(cls, data: Any) -> Any:

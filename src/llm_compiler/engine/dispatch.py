@@ -33,8 +33,8 @@ from llm_compiler.events import (
 from llm_compiler.plan import PlanTask, resolve_kwargs
 from llm_compiler.tools import ToolSet, validate_arguments
 
-#: Calls prepared and not yet taken by the executor that one workflow instance keeps.
-CALLS_KEPT = 65_536
+#: Runs whose prepared calls one workflow instance keeps (the rest prepare them again).
+CALLS_KEPT = 1024
 
 
 class Calls:
@@ -48,17 +48,22 @@ class Calls:
 
     def __init__(self, kept: int = CALLS_KEPT) -> None:
         self.kept = kept
-        self._args: OrderedDict[tuple[str, int], dict[str, Any]] = OrderedDict()
+        self._runs: OrderedDict[str, dict[int, dict[str, Any]]] = OrderedDict()
 
     def put(self, run_id: str, task_id: int, args: dict[str, Any]) -> None:
         """Record the arguments `task_id` of `run_id` is dispatched with."""
-        self._args[(run_id, task_id)] = args
-        while len(self._args) > self.kept:
-            self._args.popitem(last=False)
+        self._runs.setdefault(run_id, {})[task_id] = args
+        self._runs.move_to_end(run_id)
+        while len(self._runs) > self.kept:
+            self._runs.popitem(last=False)
 
     def take(self, run_id: str, task_id: int) -> dict[str, Any] | None:
         """The recorded arguments (once), or None."""
-        return self._args.pop((run_id, task_id), None)
+        return self._runs.get(run_id, {}).pop(task_id, None)
+
+    def forget(self, run_id: str) -> None:
+        """Drop a finished run's calls (a cancelled run's go with the oldest)."""
+        self._runs.pop(run_id, None)
 
 
 def checked(tool: BaseTool | None, kwargs: dict[str, Any]) -> tuple[dict[str, Any], str | None]:

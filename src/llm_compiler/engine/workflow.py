@@ -594,6 +594,7 @@ class LLMCompilerWorkflow(Workflow):
             answer, direct = s.answer, s.direct
             state = s.model_copy()
         self._books.forget(state.run_id)
+        self._calls.forget(state.run_id)
         return self._output(state, answer, direct)
 
     def _output(self, state: CompilerState, answer: str, direct: int | None) -> CompilerOutput:
