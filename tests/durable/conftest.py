@@ -132,7 +132,7 @@ class Worker:
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
-        self.client.close()
+        self._close()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -141,7 +141,13 @@ class Worker:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self._close()
+
+    def _close(self) -> None:
         self.client.close()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
     def start_run(self, **start: object) -> str:
         body = {"start_event": {"user_msg": "alpha, beta and gamma?", **start}}

@@ -25,11 +25,6 @@ from typing import Any
 
 from llama_agents.client.protocol.serializable_events import EventEnvelopeWithMetadata
 from llama_agents.server import AbstractWorkflowStore, HandlerQuery, PersistentHandler
-from llama_agents.server._store.abstract_workflow_store import (
-    StoredEvent,
-    StoredTick,
-    decode_persistent_handler,
-)
 from typing_extensions import override
 from workflows.context.serializers import BaseSerializer, JsonSerializer
 from workflows.context.state_store import (
@@ -45,6 +40,7 @@ from workflows.runtime.types.plugin import ExternalRunAdapter, InternalRunAdapte
 from workflows.runtime.types.ticks import TickAddEvent, TickCancelRun, WorkflowTick
 from workflows.workflow import Workflow
 
+from llm_compiler._upstream import StoredEvent, StoredTick, decode_persistent_handler
 from llm_compiler.durable.backend import Durable, prepare
 from llm_compiler.durable.config import IDLE_RELEASE, OUTAGE_LIMIT
 from llm_compiler.durable.events import RunResumed

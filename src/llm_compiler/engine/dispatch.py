@@ -9,9 +9,11 @@ same task, the same not-run result (with the same ``event_id``), the same
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from llama_index.core.tools import BaseTool
 from workflows import Context
 
 from llm_compiler.engine.planner import publish
@@ -20,39 +22,97 @@ from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import (
     CompiledPlan,
     JoinEvent,
+    PlanApprovalRequest,
+    PlanApprovalResponse,
     PlanEvent,
     ReplanEvent,
     TaskReady,
     TaskResult,
-    idempotency_key,
+    call_key,
 )
-from llm_compiler.plan import PlanTask
-from llm_compiler.tools import validate_arguments
+from llm_compiler.plan import PlanTask, resolve_kwargs
+from llm_compiler.tools import ToolSet, validate_arguments
+
+#: Runs whose prepared calls one workflow instance keeps (the rest prepare them again).
+CALLS_KEPT = 1024
+
+
+class Calls:
+    """Each dispatched call's validated arguments, until the executor takes them.
+
+    A memo, never the truth: a call is prepared once, at dispatch, and the executor
+    takes its arguments from here (never from the ``TaskReady``, which anyone may send).
+    A call this process did not prepare (a run resumed elsewhere) is prepared again from
+    the facts by :func:`prepare`.
+    """
+
+    def __init__(self, kept: int = CALLS_KEPT) -> None:
+        self.kept = kept
+        self._runs: OrderedDict[str, dict[int, dict[str, Any]]] = OrderedDict()
+
+    def put(self, run_id: str, task_id: int, args: dict[str, Any]) -> None:
+        """Record the arguments `task_id` of `run_id` is dispatched with."""
+        self._runs.setdefault(run_id, {})[task_id] = args
+        self._runs.move_to_end(run_id)
+        while len(self._runs) > self.kept:
+            self._runs.popitem(last=False)
+
+    def take(self, run_id: str, task_id: int) -> dict[str, Any] | None:
+        """The recorded arguments (once), or None."""
+        return self._runs.get(run_id, {}).pop(task_id, None)
+
+    def forget(self, run_id: str) -> None:
+        """Drop a finished run's calls (a cancelled run's go with the oldest)."""
+        self._runs.pop(run_id, None)
+
+
+def checked(tool: BaseTool | None, kwargs: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """`kwargs` validated against `tool`'s schema, or the message saying why they do not
+    fit (whatever the validation raised: an error observation, never a failed run)."""
+    if tool is None:
+        return kwargs, None  # the executor reports the missing tool
+    try:
+        return validate_arguments(tool, kwargs), None
+    except Exception as e:  # noqa: BLE001 - a bad call is data
+        message = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+        return kwargs, message
+
+
+def prepare(
+    state: CompilerState, task: PlanTask, tool: BaseTool | None
+) -> tuple[dict[str, Any], str | None]:
+    """The call of a dispatched `task` prepared from the facts: its arguments resolved
+    from its inputs' outputs and validated (for a call :class:`Calls` does not hold)."""
+    kwargs = resolve_kwargs(task.kwargs, {d: state.outcomes[d].output for d in task.deps})
+    return checked(tool, kwargs)
 
 
 def emit(
     ctx: Context[Any],
     state: CompilerState,
+    tools: ToolSet | None,
     decision: Decision,
+    calls: Calls | None = None,
     on_not_run: Callable[[PlanTask, str, bool, Any], None] | None = None,
 ) -> None:
     """Publish what the scheduler decided: results of tasks that cannot run, and
-    ``TaskReady`` for each task to run now (with its arguments validated: a call that
-    does not fit the tool's schema is an error observation instead). `on_not_run` is
-    told of each task that will not run (task, message, skipped, arguments)."""
+    ``TaskReady`` for each task to run now (its arguments validated and recorded in
+    `calls`: a call that does not fit the tool's schema is an error observation instead).
+    `on_not_run` is told of each task that will not run (task, message, skipped, arguments)."""
     for task, message, skipped in decision.failed:
         if on_not_run is not None:
             on_not_run(task, message, skipped, task.kwargs)
         publish(ctx, not_run(task, state.run_id, message, skipped))
     for task, kwargs in decision.dispatch:
-        tool = state.toolset.get(task.tool) if state.toolset is not None else None
-        try:
-            args = kwargs if tool is None else validate_arguments(tool, kwargs)
-        except ValueError as e:
+        tool = tools.get(task.tool) if tools is not None else None
+        args, error = checked(tool, kwargs)
+        if error is not None:
             if on_not_run is not None:
-                on_not_run(task, str(e), False, kwargs)
-            publish(ctx, not_run(task, state.run_id, str(e), False))
+                on_not_run(task, error, False, kwargs)
+            publish(ctx, not_run(task, state.run_id, error, False))
             continue
+        if calls is not None:
+            calls.put(state.run_id, task.id, args)
         ready = TaskReady(
             round=task.round, run_id=state.run_id, task_id=task.id, tool_name=task.tool, args=args
         )
@@ -82,7 +142,7 @@ def not_run(task: PlanTask, run_id: str, message: str, skipped: bool) -> TaskRes
     ``event_id`` is the same however often the decision is made."""
     now = time.time()
     return TaskResult(
-        event_id=f"{idempotency_key(run_id, task.round, task.id)}:not-run",
+        event_id=f"{call_key(run_id, task.round, task.id)}:not-run",
         round=task.round,
         run_id=run_id,
         task_id=task.id,
@@ -106,15 +166,26 @@ def replan_event(state: CompilerState, round: int) -> ReplanEvent:
     )
 
 
-def return_direct(state: CompilerState, round: int) -> int | None:
+def return_direct(state: CompilerState, tools: ToolSet, round: int) -> int | None:
     """The id of a task of `round` whose tool is ``return_direct`` and succeeded."""
-    assert state.toolset is not None
     for task in state.round_tasks(round):
-        tool = state.toolset.get(task.tool)
+        tool = tools.get(task.tool)
         outcome = state.outcomes.get(task.id)
         if tool and tool.metadata.return_direct and outcome and not outcome.is_error:
             return task.id
     return None
+
+
+def approval_request(plan: PlanEvent) -> PlanApprovalRequest:
+    """The request for a verdict on a round's complete plan."""
+    return PlanApprovalRequest(round=plan.round, run_id=plan.run_id, plan=compiled(plan))
+
+
+def verdict_of(ev: PlanApprovalResponse) -> PlanApprovalResponse:
+    """The verdict `ev` gives, as recorded (its fields only)."""
+    return PlanApprovalResponse(
+        run_id=ev.run_id, round=ev.round, action=ev.action, plan_text=ev.plan_text, reason=ev.reason
+    )
 
 
 def compiled(plan: PlanEvent) -> CompiledPlan:
@@ -122,7 +193,9 @@ def compiled(plan: PlanEvent) -> CompiledPlan:
     return CompiledPlan(
         tasks=plan.tasks,
         errors=plan.errors,
+        error_kinds=plan.error_kinds,
         text=plan.text,
         thoughts=plan.thoughts,
         join_id=plan.join_id,
+        llm_call=plan.llm_call,
     )

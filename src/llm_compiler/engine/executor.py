@@ -10,7 +10,7 @@ from typing import Any
 from llama_index.core.tools import BaseTool
 
 from llm_compiler.events import TaskReady, TaskResult
-from llm_compiler.tools import call_tool, jsonable, validate_arguments
+from llm_compiler.tools import call_tool, jsonable
 from llm_compiler.tools.calls import calling
 
 
@@ -39,9 +39,10 @@ async def run_task(
     context: Any,
     max_chars: int | None = None,
 ) -> TaskResult:
-    """Validate arguments, call the tool under `timeout`, and report the outcome.
+    """Call the tool with the call's validated arguments (``ev.args``, see
+    :func:`~llm_compiler.engine.dispatch.checked`) under `timeout`; report the outcome.
 
-    The tool sees the call's stable :func:`~llm_compiler.tools.calls.idempotency_key`.
+    The tool sees the call's stable :func:`~llm_compiler.idempotency_key`.
     A tool that raises anything (``TimeoutError`` and ``CancelledError`` included) gives
     an error observation; only a cancellation of the run itself propagates. An output
     longer than `max_chars` (as JSON) is cut to that many characters of text.
@@ -51,9 +52,8 @@ async def run_task(
     try:
         if tool is None:
             raise LookupError(f"This run has no tool {ev.tool_name!r}.")
-        kwargs = validate_arguments(tool, ev.args)
-        with calling(ev.idempotency_key):
-            call = call_tool(tool, kwargs, context)
+        with calling(ev.call_key):
+            call = call_tool(tool, ev.args, context)
             output = jsonable(await asyncio.wait_for(_own_timeouts_only(call), timeout))
         output = bounded(output, max_chars)
         is_error = False

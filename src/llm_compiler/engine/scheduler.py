@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_compiler.engine.state import CompilerState, RoundState, SchedStep, TaskOutcome
+from llm_compiler.engine.state import CompilerState, RoundState, SchedStep
 from llm_compiler.events import PlanEvent, TaskResult
 from llm_compiler.plan import PlanTask, iter_refs, resolve_kwargs
 
@@ -63,7 +63,7 @@ class Book:
         self,
         entry: SchedStep,
         tasks: Mapping[int, PlanTask],
-        outcomes: Mapping[int, TaskOutcome],
+        outcomes: Mapping[int, TaskResult],
     ) -> Decision:
         """Fold one log entry in; return the decision it makes."""
         out = Decision()
@@ -76,7 +76,7 @@ class Book:
         self.last = entry.event_id
         return out
 
-    def _admit(self, task: PlanTask, outcomes: Mapping[int, TaskOutcome], out: Decision) -> None:
+    def _admit(self, task: PlanTask, outcomes: Mapping[int, TaskResult], out: Decision) -> None:
         self.admitted.add(task.id)
         error = task.error or self._bad_deps(task)
         if error is not None:
@@ -104,7 +104,7 @@ class Book:
         self,
         task_id: int,
         tasks: Mapping[int, PlanTask],
-        outcomes: Mapping[int, TaskOutcome],
+        outcomes: Mapping[int, TaskResult],
         out: Decision,
     ) -> None:
         self.settled.add(task_id)
@@ -122,7 +122,7 @@ class Book:
         while self.queued and (self.limit is None or len(self.running) < self.limit):
             self._dispatch(tasks[self.queued.pop(0)], outcomes, out)
 
-    def _ready(self, task: PlanTask, outcomes: Mapping[int, TaskOutcome], out: Decision) -> None:
+    def _ready(self, task: PlanTask, outcomes: Mapping[int, TaskResult], out: Decision) -> None:
         failed = [d for d in task.deps if outcomes[d].is_error]
         if failed:
             which = ", ".join(str(d) for d in failed)
@@ -134,7 +134,7 @@ class Book:
         else:
             self._dispatch(task, outcomes, out)
 
-    def _dispatch(self, task: PlanTask, outcomes: Mapping[int, TaskOutcome], out: Decision) -> None:
+    def _dispatch(self, task: PlanTask, outcomes: Mapping[int, TaskResult], out: Decision) -> None:
         self.running[task.id] = None
         results = {d: outcomes[d].output for d in task.deps}
         out.dispatch.append((task, resolve_kwargs(task.kwargs, results)))
@@ -193,7 +193,7 @@ class Facts:
 
     entry: SchedStep
     tasks: list[PlanTask] = field(default_factory=list)
-    outcome: TaskOutcome | None = None
+    outcome: TaskResult | None = None
 
 
 def facts_of(ev: PlanEvent | TaskResult, state: CompilerState, book: Book) -> Facts | None:
@@ -226,7 +226,7 @@ def facts_of(ev: PlanEvent | TaskResult, state: CompilerState, book: Book) -> Fa
     if tid not in book.running and tid not in book.failing:
         return None
     entry.settle = tid
-    return Facts(entry, outcome=TaskOutcome.from_result(ev))
+    return Facts(entry, outcome=ev)
 
 
 def with_facts(state: CompilerState, facts: Facts, plan: PlanEvent | None) -> CompilerState:
@@ -246,12 +246,9 @@ def with_facts(state: CompilerState, facts: Facts, plan: PlanEvent | None) -> Co
         if plan is not None and plan.round == round:
             record.text, record.thoughts = plan.text, plan.thoughts
             record.errors, record.join_id = plan.errors, plan.join_id
-            record.plan_tokens = (plan.prompt_tokens, plan.completion_tokens)
             record.complete = True
             if plan.llm_call is not None:
                 update["llm_calls"] = [*state.llm_calls, plan.llm_call]
         rounds[round] = record
     update["rounds"] = rounds
-    new = state.model_copy(update=update)
-    new.prompt_tokens, new.completion_tokens = new.usage()
-    return new
+    return state.model_copy(update=update)

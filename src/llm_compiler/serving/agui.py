@@ -18,6 +18,7 @@ events (a compiler run would show nothing) and needs fastapi.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -31,13 +32,15 @@ from starlette.routing import Route
 from workflows import Workflow
 from workflows.events import Event, StopEvent
 
+from llm_compiler import _upstream
 from llm_compiler.events import CompilerStream, PlanEvent, ReplanEvent, TaskReady, TaskResult
-from llm_compiler.serving.guard import BadRequest, parse_json_object
+from llm_compiler.serving.guard import BadRequest, BodyRoute, Checked, field_errors, parsed
 
 if TYPE_CHECKING:
     from ag_ui.core import BaseEvent, RunAgentInput
     from llama_agents.server import AbstractWorkflowStore, WorkflowServer
-    from llama_agents.server._store.abstract_workflow_store import StoredEvent
+
+    from llm_compiler._upstream import StoredEvent
 
 _MAX_RESULT_CHARS = 4000
 
@@ -98,7 +101,7 @@ class AGUITranslator:
         return [StateDeltaEvent(delta=list(ops))]  # type: ignore[arg-type]  # plain JSON Patch
 
     def _plan(self, ev: PlanEvent) -> list[BaseEvent]:
-        ops = []
+        ops = self._drop_round(ev.round) if ev.replaces else []
         for task in ev.tasks:
             key = str(task.id)
             if task.is_join or key in self.state["tasks"]:
@@ -115,6 +118,14 @@ class AGUITranslator:
             self.state["tasks"][key] = node
             ops.append({"op": "add", "path": f"/tasks/{key}", "value": node})
         return self._patch(*ops) if ops else []
+
+    def _drop_round(self, round: int) -> list[dict[str, Any]]:
+        """Remove the tasks of `round` (a plan that replaces them follows)."""
+        tasks = self.state["tasks"]
+        gone = [key for key, node in tasks.items() if node["round"] == round]
+        for key in gone:
+            del tasks[key]
+        return [{"op": "remove", "path": f"/tasks/{key}"} for key in gone]
 
     def _set(self, task_id: int, **fields: Any) -> list[dict[str, Any]]:
         node = self.state["tasks"].get(str(task_id))
@@ -260,7 +271,7 @@ def question_of(data: Mapping[str, Any]) -> ChatTurn:
     try:
         run_input = RunAgentInput.model_validate(data)
     except ValidationError as e:
-        raise BadRequest(400, f"Not an AG-UI RunAgentInput: {e.errors()[0]['msg']}") from None
+        raise BadRequest(400, f"Not an AG-UI RunAgentInput: {field_errors(e)}") from None
     users = [i for i, m in enumerate(run_input.messages) if m.role == "user"]
     last = users[-1] if users else None
     question = _text(run_input.messages[last].content) if last is not None else ""
@@ -291,7 +302,7 @@ async def start_run(server: WorkflowServer, name: str, turn: ChatTurn) -> tuple[
     """Start `turn` on the server's workflow `name` as run-nowait does: (handler id, run id)."""
     # llama-agents-server 0.8.0 starts runs in process only through its service (the same
     # call its run-nowait endpoint makes), so the run is persisted and listed like any other.
-    service = server._service
+    service = _upstream.workflow_service(server)
     workflow = service.get_workflow(name)
     if workflow is None:
         raise BadRequest(404, f"Unknown workflow {name!r}.")
@@ -335,7 +346,7 @@ async def agui_events(
         if not ended:
             with anyio.CancelScope(shield=True):  # this task is being cancelled
                 if await gone():
-                    await server._service.cancel_handler(handler_id)
+                    await _upstream.workflow_service(server).cancel_handler(handler_id)
 
 
 def _translate(translator: AGUITranslator, stored: StoredEvent) -> tuple[list[BaseEvent], bool]:
@@ -369,18 +380,30 @@ def _answer(result: Any) -> str:
     return "" if result is None else str(result)
 
 
-def agui_route(
-    server: WorkflowServer, store: AbstractWorkflowStore, workflows: Mapping[str, Workflow]
-) -> Route:
-    """The ``POST /agui/{name}`` route: runs of `workflows` on `server`, streamed from `store`."""
+AGUI_PATH = re.compile(r"^/agui/(?P<name>[^/]+)/?$")
+
+
+def agui_body_route(workflows: Mapping[str, Workflow]) -> BodyRoute:
+    """The validator of ``POST /agui/{name}``: a known workflow and a :class:`ChatTurn`."""
+
+    async def validate(match: re.Match[str], data: dict[str, Any], body: bytes) -> Checked:
+        if match["name"] not in workflows:
+            raise BadRequest(404, f"Unknown workflow {match['name']!r}.")
+        return Checked(question_of(data), body)
+
+    return BodyRoute(AGUI_PATH, validate)
+
+
+def agui_route(server: WorkflowServer, store: AbstractWorkflowStore) -> Route:
+    """The ``POST /agui/{name}`` route: runs on `server`, streamed from `store`.
+
+    Its body was checked by :func:`agui_body_route` in front.
+    """
 
     async def endpoint(request: Request) -> Response:
+        turn: ChatTurn = parsed(request.scope)
         try:
-            name = request.path_params["name"]
-            if name not in workflows:
-                raise BadRequest(404, f"Unknown workflow {name!r}.")
-            turn = question_of(parse_json_object(await request.body()))
-            ids = await start_run(server, name, turn)
+            ids = await start_run(server, request.path_params["name"], turn)
         except BadRequest as e:
             return JSONResponse({"detail": e.detail}, status_code=e.status)
         stream = agui_events(server, store, turn, ids, request.is_disconnected)
