@@ -182,8 +182,9 @@ class JournalRuntime(BaseRuntimeDecorator):
         self.journal = journal
         self.states: OrderedDict[str, JournaledStateStore] = OrderedDict()
         self.workflows: dict[str, Workflow] = {}
-        self.on_resume: Callable[[str], Coroutine[Any, Any, None]] | None = None
-        """Called before a run is resumed (the server marks its stream)."""
+        self.on_resume: Callable[[str, bool], Coroutine[Any, Any, None]] | None = None
+        """Called before a run is resumed, with whether it ran before (the server marks its
+        stream)."""
         self._live: set[asyncio.Future[Any]] = set()
 
     # ------------------------------------------------------------------ wiring
@@ -268,7 +269,7 @@ class JournalRuntime(BaseRuntimeDecorator):
         rows = await self.journal.rows(run_id)
         serializer = workflow.runtime.get_serializer(workflow)
         if self.on_resume is not None:
-            await self.on_resume(run_id)
+            await self.on_resume(run_id, any(kind != "start" for kind, _, _ in rows))
         state = fold(rows)
         if state is None:
             start = next((body for kind, _, body in rows if kind == "start"), None)

@@ -357,11 +357,12 @@ class JournalStore(AbstractWorkflowStore):
     async def get_ticks(self, run_id: str) -> list[StoredTick]:
         return []
 
-    async def mark_resumed(self, run_id: str) -> None:
-        """Number the run's stream on, and mark it with :class:`RunResumed`."""
+    async def mark_resumed(self, run_id: str, ran: bool) -> None:
+        """Number the run's stream on, and mark it with :class:`RunResumed` if it `ran`
+        before (a run that waited in the queue starts, it does not resume)."""
         await self.open_stream(run_id)
         after = self._next.get(run_id, 0) - 1
-        if after < 0:  # a run that waited in the queue: nothing to resume
+        if not ran and after < 0:
             return
         mark = RunResumed(worker=self.durable.worker, after_sequence=after)
         await self.append_event(run_id, EventEnvelopeWithMetadata.from_event(mark))
