@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from .conftest import Calls, Worker
+from .conftest import Calls, Worker, journaled
 from .crash_app import ANSWER
 from .test_crash import answer_of
 
@@ -73,6 +73,7 @@ def test_an_outage_past_the_limit_stops_the_worker(cluster, database, calls, wor
     worker = Worker(database, calls, "--outage-limit", "2", slow=1)
     workers.append(worker)
     run = worker.start_run()
+    run_id = worker.run_id(run)
     calls.wait_for("tool", "slow:gamma")
     cluster.stop()
     try:
@@ -80,7 +81,10 @@ def test_an_outage_past_the_limit_stops_the_worker(cluster, database, calls, wor
         assert "did not answer for 2 s" in worker.proc.stderr.read()  # type: ignore[union-attr]
     finally:
         cluster.start()
+    recorded = journaled(database, run_id)  # what the stopped worker had committed
     again = Worker(database, calls)
     workers.append(again)
     assert answer_of(again.wait_done(run)) == ANSWER
-    assert calls.count("llm", "planner") == 1 and calls.count("tool", "fetch:alpha") == 1
+    for call in EVERY_CALL:  # recorded calls ran once; those in flight at most once more
+        assert 1 <= calls.count(*call) <= (1 if call in recorded else 2), (call, recorded)
+    assert ("llm", "planner") in recorded

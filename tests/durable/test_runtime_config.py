@@ -46,6 +46,8 @@ def test_a_sqlite_file_held_by_another_process_is_refused(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
 
 
 def test_served_and_in_process_runs_share_one_configuration(tmp_path):

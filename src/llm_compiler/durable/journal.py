@@ -500,8 +500,8 @@ class PostgresDriver:
         try:
             await conn.execute(sql, *args)
         except BaseException:
-            if conn.is_closed():
-                self._writer = None
+            self._writer = None  # whatever broke it, the next attempt starts afresh
+            conn.terminate()
             raise
 
     async def fetch(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
