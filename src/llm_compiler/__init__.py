@@ -18,13 +18,18 @@ from llm_compiler.events import (
     PlanApprovalResponse,
     PlanEvent,
     ReplanEvent,
+    TaskApprovalRequest,
+    TaskApprovalResponse,
     TaskReady,
     TaskResult,
+    TaskStarted,
+    TaskWaiting,
 )
 from llm_compiler.plan import PlanTask
 from llm_compiler.serving.mermaid import to_mermaid
 from llm_compiler.tools.calls import idempotency_key
 from llm_compiler.tools.mcp_servers import MCPConnection, MCPServerError, tools_from_mcp
+from llm_compiler.tools.policy import RetryPolicy, ToolPolicy, policy, with_policy
 
 __all__ = [
     "ChainOfAbstractionWorkflow",
@@ -50,14 +55,22 @@ __all__ = [
     "PlanEvent",
     "PlanTask",
     "ReplanEvent",
+    "RetryPolicy",
     "RunError",
     "RunSummary",
+    "TaskApprovalRequest",
+    "TaskApprovalResponse",
     "TaskReady",
     "TaskResult",
+    "TaskStarted",
     "TaskSummary",
+    "TaskWaiting",
+    "ToolPolicy",
     "idempotency_key",
+    "policy",
     "to_mermaid",
     "tools_from_mcp",
+    "with_policy",
 ]
 
 _aliases.install()

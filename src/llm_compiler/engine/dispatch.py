@@ -16,6 +16,7 @@ from workflows import Context
 from workflows.events import Event
 
 from llm_compiler.engine.planner import publish
+from llm_compiler.engine.policy import RunPolicies, call_keys
 from llm_compiler.engine.scheduler import Decision
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import (
@@ -23,12 +24,14 @@ from llm_compiler.events import (
     JoinEvent,
     PlanEvent,
     ReplanEvent,
+    TaskApprovalRequest,
     TaskReady,
     TaskResult,
+    TaskWaiting,
     idempotency_key,
 )
 from llm_compiler.plan import PlanTask
-from llm_compiler.tools import validate_arguments
+from llm_compiler.tools import jsonable, validate_arguments
 
 
 def emit(
@@ -36,11 +39,24 @@ def emit(
     state: CompilerState,
     decision: Decision,
     on_not_run: Callable[[PlanTask, str, bool, Any], None] | None = None,
+    rules: RunPolicies | None = None,
 ) -> None:
     """Publish what the scheduler decided: results of tasks that cannot run, and
     ``TaskReady`` for each task to run now (with its arguments validated: a call that
     does not fit the tool's schema is an error observation instead). `on_not_run` is
-    told of each task that will not run (task, message, skipped, arguments)."""
+    told of each task that will not run (task, message, skipped, arguments). Held tasks
+    (a ``TaskApprovalRequest``) and waits for a slot (``TaskWaiting``) go to the stream."""
+    rules = rules or RunPolicies()
+    for task, args in decision.held:
+        shown = rules.of(task.tool).shown()
+        ctx.write_event_to_stream(held_request(task, state.run_id, args, shown))
+    for task, slot in decision.waiting:
+        ctx.write_event_to_stream(
+            TaskWaiting(
+                round=task.round, run_id=state.run_id, task_id=task.id, tool_name=task.tool,
+                slot=slot,
+            )
+        )
     for task, message, skipped in decision.failed:
         if on_not_run is not None:
             on_not_run(task, message, skipped, task.kwargs)
@@ -54,10 +70,32 @@ def emit(
                 on_not_run(task, str(e), False, kwargs)
             publish(ctx, not_run(task, state.run_id, str(e), False))
             continue
+        policy = rules.of(task.tool)
         ready = TaskReady(
-            round=task.round, run_id=state.run_id, task_id=task.id, tool_name=task.tool, args=args
+            round=task.round,
+            run_id=state.run_id,
+            task_id=task.id,
+            tool_name=task.tool,
+            args=args,
+            policy=policy.shown(),
+            resource_keys=list(call_keys(policy, task.tool, args)),
+            waited=decision.waited.get(task.id, 0.0),
         )
         publish(ctx, ready)
+
+
+def held_request(
+    task: PlanTask, run_id: str, args: dict[str, Any], policy: dict[str, Any]
+) -> TaskApprovalRequest:
+    """The request for a verdict on held `task` (the same however often it is made)."""
+    return TaskApprovalRequest(
+        round=task.round,
+        run_id=run_id,
+        task_id=task.id,
+        tool_name=task.tool,
+        args=jsonable(args),
+        policy=policy,
+    )
 
 
 def fan_in(ctx: Context[Any], state: CompilerState, ev: PlanEvent | TaskResult) -> JoinEvent | None:
@@ -117,10 +155,13 @@ def return_direct(state: CompilerState, round: int) -> int | None:
     return None
 
 
-def compiled(plan: PlanEvent) -> CompiledPlan:
-    """The compiled-plan view of a round's complete ``PlanEvent``."""
+def compiled(plan: PlanEvent, rules: RunPolicies | None = None) -> CompiledPlan:
+    """The compiled-plan view of a round's complete ``PlanEvent``, with the policy of
+    each tool it calls."""
+    rules = rules or RunPolicies()
     return CompiledPlan(
         tasks=plan.tasks,
+        policies={t.tool: rules.of(t.tool).shown() for t in plan.tasks if t.error is None},
         errors=plan.errors,
         text=plan.text,
         thoughts=plan.thoughts,

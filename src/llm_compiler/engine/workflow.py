@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any
 
 from llama_index.core.llms import LLM, ChatMessage, MessageRole
@@ -47,7 +48,16 @@ from llm_compiler.engine.executor import run_task
 from llm_compiler.engine.llm import Metered, TokenUsage, is_chat, metered_call, require_llm
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.engine.runs import RunRegistry, RunTools
-from llm_compiler.engine.scheduler import Books, Decision, facts_of, fold, runnable, with_facts
+from llm_compiler.engine.policy import RunPolicies
+from llm_compiler.engine.scheduler import (
+    Books,
+    Decision,
+    facts_of,
+    fold,
+    runnable,
+    task_arguments,
+    with_facts,
+)
 from llm_compiler.engine.state import CompilerState, round_records
 from llm_compiler.engine.summary import CompilerOutput, round_summary, summarize
 from llm_compiler.errors import ConfigurationError, RunError
@@ -59,10 +69,12 @@ from llm_compiler.events import (
     PlanApprovalResponse,
     PlanEvent,
     ReplanEvent,
+    TaskApprovalResponse,
     TaskReady,
     TaskResult,
+    TaskStarted,
 )
-from llm_compiler.plan import PlanTask, resolve_kwargs
+from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolLike, ToolSet, tool_map
 from llm_compiler.tracing import Tracer, price_table
 from llm_compiler.tracing.spans import Active
@@ -131,7 +143,9 @@ class LLMCompilerWorkflow(Workflow):
         prices = price_table(self.config.prices)
         self._planner = Planner(self.llm, self.dialect, self.config, name, self._tracer, prices)
         self._runs = RunRegistry()
-        self._books = Books(self.config.concurrency)
+        self._books = Books(self.config.concurrency, rules=self._rules)
+        self.retry_sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
+        """Waits a retry's backoff (tests put a recorder here: no real sleeps)."""
         self._run_tools = RunTools()
 
     def run(
@@ -152,6 +166,15 @@ class LLMCompilerWorkflow(Workflow):
         self._tracer.watch(handler, run_id)
         self._runs.started(handler, run_id, new_turn)
         return handler
+
+    def _rules(self, state: CompilerState) -> RunPolicies:
+        """The policies of the run's tools, its cap and task order."""
+        return RunPolicies.build(
+            state.toolset or (),
+            self.config.tool_policies,
+            self.config.concurrency,
+            self.config.task_order,
+        )
 
     def _stale(self, ev: Any, state: CompilerState) -> bool:
         """Whether `ev` is a late event of an earlier run on this context."""
@@ -181,18 +204,20 @@ class LLMCompilerWorkflow(Workflow):
             return None  # a late event of an earlier, cancelled run on this context
         if state.held is not None and state.held.round == state.round:
             # This round's plan is made and waits for a verdict: ask again, plan nothing.
-            held = state.held
-            return PlanApprovalRequest(round=held.round, run_id=held.run_id, plan=compiled(held))
+            held, plan = state.held, compiled(state.held, self._rules(state))
+            return PlanApprovalRequest(round=held.round, run_id=held.run_id, plan=plan)
         context = self._planner.context(state, self._prompt(state), self._constrained())
         self._tracer.start_round(state.run_id, state.round)
         final = await self._planner.plan(ctx, state, context)
         ctx.write_event_to_stream(final)
+        rules = self._rules(state)
         if state.mode == "plan_only":
-            return StopEvent(result=compiled(final))
+            return StopEvent(result=compiled(final, rules))
         if state.mode == "approve":
             async with ctx.store.edit_state() as s:
                 s.held, s.verdict = final, None
-            return PlanApprovalRequest(round=final.round, run_id=final.run_id, plan=compiled(final))
+            plan = compiled(final, rules)
+            return PlanApprovalRequest(round=final.round, run_id=final.run_id, plan=plan)
         return final
 
     @step
@@ -334,9 +359,10 @@ class LLMCompilerWorkflow(Workflow):
 
     @step(num_workers=1)
     async def schedule(
-        self, ctx: Context[CompilerState], ev: PlanEvent | TaskResult
+        self, ctx: Context[CompilerState], ev: PlanEvent | TaskResult | TaskApprovalResponse
     ) -> TaskReady | TaskResult | JoinEvent | None:
-        """Admit tasks, settle results, dispatch what is ready; join when all settled.
+        """Admit tasks, settle results, take verdicts on held tasks, dispatch what is
+        ready (within the tools' limits); join when all settled.
 
         The facts an event adds (tasks, a result) are written in one write, with the
         event's entry in the run's log; what to dispatch is the fold of that log
@@ -354,7 +380,8 @@ class LLMCompilerWorkflow(Workflow):
         if pos is not None:
             if pos != book.n - 1:
                 return None  # an event taken before, delivered again
-            book = fold(state, self.config.concurrency, upto=pos)  # our own step, again
+            rules = self._rules(state)
+            book = fold(state, self.config.concurrency, upto=pos, rules=rules)  # our step, again
             decision = book.apply(state.log[pos], state.tasks, state.outcomes)
         else:
             facts = facts_of(ev, state, book)
@@ -365,7 +392,7 @@ class LLMCompilerWorkflow(Workflow):
             decision = book.apply(facts.entry, state.tasks, state.outcomes)
             await ctx.store.set_state(state)
         self._emit(ctx, state, decision)
-        if isinstance(ev, PlanEvent) and not ev.complete:
+        if isinstance(ev, TaskApprovalResponse) or (isinstance(ev, PlanEvent) and not ev.complete):
             return None
         return fan_in(ctx, state, ev)
 
@@ -375,7 +402,7 @@ class LLMCompilerWorkflow(Workflow):
                 state.run_id, task.id, task.round, task.tool, task.deps, args, message, skipped
             )
 
-        emit(ctx, state, decision, on_not_run=traced)
+        emit(ctx, state, decision, on_not_run=traced, rules=self._rules(state))
 
     # ------------------------------------------------------------------ executor
 
@@ -390,9 +417,12 @@ class LLMCompilerWorkflow(Workflow):
         if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
         task = state.tasks.get(ev.task_id)
-        if task is None or task.round != ev.round or not self._dispatched(state, ev.task_id):
-            return None  # not a task of the plan, not dispatched, or settled
-        args = resolve_kwargs(task.kwargs, {d: state.outcomes[d].output for d in task.deps})
+        policy = self._rules(state).of(task.tool) if task is not None else None
+        if task is None or task.round != ev.round or policy is None:
+            return None  # not a task of the plan
+        if not self._dispatched(state, ev.task_id, policy.requires_approval):
+            return None  # not dispatched, not approved, or settled
+        args = task_arguments(state, task)
         ready = ev.model_copy(update={"args": args, "tool_name": task.tool})
         tool = state.toolset.get(task.tool) if state.toolset is not None else None
         context = ctx if self.tool_context is None else self.tool_context
@@ -408,18 +438,44 @@ class LLMCompilerWorkflow(Workflow):
                 timeout=self.config.tool_timeout,
                 context=context,
                 max_chars=self.config.max_result_chars,
+                policy=policy,
+                sleep=self.retry_sleep,
+                on_attempt=partial(self._started, ctx, ready, policy.side_effect),
             )
         self._tracer.end_task(ev.run_id, ev.task_id, result.output, result.is_error, False)
         result.run_id = ev.run_id
         ctx.write_event_to_stream(result)
         return result
 
-    def _dispatched(self, state: CompilerState, task_id: int) -> bool:
+    @staticmethod
+    def _started(
+        ctx: Context[CompilerState],
+        ev: TaskReady,
+        side_effect: str,
+        attempt: int,
+        attempts: int,
+        error: str | None,
+    ) -> None:
+        """Tell the stream a try of `ev`'s call starts (its side-effect class included)."""
+        started = TaskStarted(
+            round=ev.round,
+            run_id=ev.run_id,
+            task_id=ev.task_id,
+            tool_name=ev.tool_name,
+            attempt=attempt,
+            attempts=attempts,
+            side_effect=side_effect,
+            idempotency_key=ev.idempotency_key,
+            error=error,
+        )
+        ctx.write_event_to_stream(started)
+
+    def _dispatched(self, state: CompilerState, task_id: int, needs_approval: bool) -> bool:
         """Whether the scheduler dispatched `task_id` and it is not settled."""
         book = self._books.peek(state)
         if book is not None:
             return task_id in book.running
-        return runnable(state, task_id)
+        return runnable(state, task_id, needs_approval)
 
     # ------------------------------------------------------------------ joiner
 

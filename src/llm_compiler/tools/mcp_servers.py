@@ -34,6 +34,7 @@ from typing import IO, Any, TextIO, cast
 from llama_index.core.tools import ToolOutput
 
 from llm_compiler.errors import ConfigurationError, LLMCompilerError
+from llm_compiler.tools.policy import DEFAULT_POLICY, ToolPolicy, mcp_policy, with_policy
 from llm_compiler.tools.results import ToolError, call_result_value, content_text
 from llm_compiler.tools.schema import SchemaTool
 
@@ -84,6 +85,12 @@ class MCPConnection:
         prefix: Put before each of this server's tool names in plans (``"geo_"`` makes
             its ``height`` the tool ``geo_height``); the server is still called with its
             own name. For two servers whose tools share a name.
+        policy: The :class:`~llm_compiler.tools.policy.ToolPolicy` of this server's tools
+            (default: what each tool's MCP annotations state, ``readOnlyHint`` -> pure,
+            ``idempotentHint`` -> idempotent, else the default policy).
+        tool_policies: Policies of single tools, by their name on the server.
+        max_concurrency: Most calls to this server at once in a run (a limit its tools
+            share, ``mcp:<name>``).
     """
 
     def __init__(
@@ -96,6 +103,9 @@ class MCPConnection:
         connect_timeout: float = 30.0,
         call_timeout: float | None = None,
         prefix: str = "",
+        policy: ToolPolicy | None = None,
+        tool_policies: Mapping[str, ToolPolicy] | None = None,
+        max_concurrency: int | None = None,
     ) -> None:
         self.url: str | None = None
         self.argv: list[str] = []
@@ -112,6 +122,11 @@ class MCPConnection:
         self.call_timeout = call_timeout
         self.prefix = prefix
         self.name = self.url or shlex.join(self.argv)
+        self.policy = policy
+        self.tool_policies = dict(tool_policies or {})
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ConfigurationError("An MCP server's max_concurrency must be at least 1.")
+        self.max_concurrency = max_concurrency
         self.sessions_opened = 0
         """How many sessions were opened (1 + reconnections)."""
         self._session = _Session()
@@ -341,6 +356,12 @@ class MCPTool(SchemaTool):
         self.server_name: str = tool.name
         """The tool's name on its server (``name`` without the connection's prefix)."""
         self.output_schema: Mapping[str, Any] | None = tool.output_schema
+        chosen = connection.tool_policies.get(tool.name) or connection.policy
+        chosen = chosen or mcp_policy(getattr(tool, "annotations", None)) or DEFAULT_POLICY
+        if connection.max_concurrency is not None:
+            pool = {f"mcp:{connection.name}": connection.max_concurrency}
+            chosen = chosen.model_copy(update={"limits": {**chosen.limits, **pool}})
+        with_policy(self, chosen)
 
     async def _request(self, name: str, arguments: dict[str, Any]) -> Any:
         return await self.connection.call_tool(self.server_name, arguments)
@@ -456,7 +477,8 @@ def tools_from_mcp(
             as plans see them, with the server's ``prefix``.
         exclude: Not these tools.
         options: :class:`MCPConnection` options (``env``, ``cwd``, ``headers``,
-            ``connect_timeout``, ``call_timeout``, ``prefix``) for servers given as text.
+            ``connect_timeout``, ``call_timeout``, ``prefix``, ``policy``,
+            ``tool_policies``, ``max_concurrency``) for servers given as text.
     """
     if not servers:
         raise ConfigurationError("tools_from_mcp needs at least one MCP server.")
