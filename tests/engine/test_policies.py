@@ -107,7 +107,9 @@ async def test_an_edited_verdict_runs_with_the_new_arguments():
 async def test_a_rejected_task_is_an_error_observation_and_its_dependents_are_skipped():
     out, events, ledger = await held_run({"action": "reject", "reason": "too much"})
     results = {r.task_id: r for r in of(events, TaskResult)}
-    assert results[2].is_error and "rejected" in results[2].output and "too much" in results[2].output
+    assert (
+        results[2].is_error and "rejected" in results[2].output and "too much" in results[2].output
+    )
     assert results[4].skipped and all(c[0] != "pay" and c[0] != "note" for c in ledger.calls)
     assert ledger.llm is not None  # the joiner reads the rejection as task 2's observation
     assert "a human rejected this call: too much" in ledger.llm.calls[-1].prompt

@@ -115,7 +115,9 @@ def test_limits_and_keys_hold_and_every_task_settles(tasks, rules, seed):
         for task, _ in decision.dispatch:
             assert task.id not in held_ever or book.edits.get(task.id) is not None
             fails = rng.random() < 0.2
-            pending.append(TaskResult(round=0, task_id=task.id, tool_name=task.tool, is_error=fails))
+            pending.append(
+                TaskResult(round=0, task_id=task.id, tool_name=task.tool, is_error=fails)
+            )
         for task, _, _ in decision.failed:
             pending.append(TaskResult(round=0, task_id=task.id, tool_name=task.tool, is_error=True))
     assert set(state.outcomes) == {t.id for t in tasks}  # every task settles

@@ -53,7 +53,10 @@ def emit(
     for task, slot in decision.waiting:
         ctx.write_event_to_stream(
             TaskWaiting(
-                round=task.round, run_id=state.run_id, task_id=task.id, tool_name=task.tool,
+                round=task.round,
+                run_id=state.run_id,
+                task_id=task.id,
+                tool_name=task.tool,
                 slot=slot,
             )
         )

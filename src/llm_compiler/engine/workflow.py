@@ -47,8 +47,8 @@ from llm_compiler.engine.dispatch import compiled, emit, fan_in, replan_event, r
 from llm_compiler.engine.executor import run_task
 from llm_compiler.engine.llm import Metered, TokenUsage, is_chat, metered_call, require_llm
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
+from llm_compiler.engine.policy import Resume, RunPolicies, resume_in_flight
 from llm_compiler.engine.runs import RunRegistry, RunTools
-from llm_compiler.engine.policy import RunPolicies
 from llm_compiler.engine.scheduler import (
     Books,
     Decision,
@@ -76,6 +76,7 @@ from llm_compiler.events import (
 )
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolLike, ToolSet, tool_map
+from llm_compiler.tools.policy import ToolPolicy
 from llm_compiler.tracing import Tracer, price_table
 from llm_compiler.tracing.spans import Active
 
@@ -168,13 +169,24 @@ class LLMCompilerWorkflow(Workflow):
         return handler
 
     def _rules(self, state: CompilerState) -> RunPolicies:
-        """The policies of the run's tools, its cap and task order."""
+        """The policies of the run's tools (the workflow's own if the state has none),
+        its cap and task order."""
+        tools = state.toolset if state.toolset is not None else self.tools.values()
         return RunPolicies.build(
-            state.toolset or (),
-            self.config.tool_policies,
-            self.config.concurrency,
-            self.config.task_order,
+            tools, self.config.tool_policies, self.config.concurrency, self.config.task_order
         )
+
+    def policy_of(self, state: CompilerState, tool: str) -> ToolPolicy:
+        """The policy the run of `state` applies to `tool`."""
+        return self._rules(state).of(tool)
+
+    def after_crash(self, state: CompilerState, task_id: int) -> Resume:
+        """What to do with task `task_id` of `state`'s run, started before a crash with no
+        result recorded: run it again (``pure``, ``idempotent``: with the same
+        idempotency key), or record the returned "outcome unknown" error observation
+        (``at_most_once``). For a durable runtime resuming the run."""
+        task = state.tasks[task_id]
+        return resume_in_flight(task, state.run_id, self.policy_of(state, task.tool))
 
     def _stale(self, ev: Any, state: CompilerState) -> bool:
         """Whether `ev` is a late event of an earlier run on this context."""

@@ -4,7 +4,8 @@ The workflow server accepts any event type of a workflow there, engine events in
 forged ``TaskReady`` would run a tool no plan contained. This route stands in front of the
 server's own: it accepts only human-response events (``HumanResponseEvent`` subclasses the
 workflow consumes or was registered with, e.g. :class:`~llm_compiler.events.PlanApprovalResponse`),
-checks that a plan approval answers the plan waiting (same run, same round), and passes
+checks that a plan approval answers the plan waiting (same run, same round) and a task
+approval a task of the run's current round that has no outcome and no verdict yet, and passes
 the event on, re-encoded from the validated object, to the server's endpoint.
 """
 
@@ -20,7 +21,8 @@ from workflows import Workflow
 from workflows.events import Event, HumanResponseEvent
 
 from llm_compiler.engine.state import CompilerState
-from llm_compiler.events import PlanApprovalResponse
+from llm_compiler.engine.scheduler import verdict_of
+from llm_compiler.events import PlanApprovalResponse, TaskApprovalResponse
 from llm_compiler.serving.guard import (
     BadRequest,
     Receive,
@@ -83,6 +85,8 @@ class ClientEventGate:
         event = self._event(handler.workflow_name, data.get("event"))
         if isinstance(event, PlanApprovalResponse):
             await self._check_approval(handler.run_id, event)
+        elif isinstance(event, TaskApprovalResponse):
+            await self._check_task_approval(handler.run_id, event)
         envelope = {"type": type(event).__name__, "value": event.model_dump(mode="json")}
         step = data.get("step")
         return json.dumps({"event": envelope, **({"step": step} if step else {})}).encode()
@@ -111,13 +115,29 @@ class ClientEventGate:
             where = ".".join(str(part) for part in first["loc"]) or "value"
             raise BadRequest(400, f"Invalid {kind}: {where}: {first['msg']}.") from None
 
+    async def _state(self, run_id: str | None) -> CompilerState | None:
+        if run_id is None:
+            return None
+        try:
+            return await self.store.create_state_store(run_id, CompilerState).get_state()
+        except Exception:  # no state saved yet, or not a compiler's: nothing waits
+            return None
+
+    async def _check_task_approval(self, run_id: str | None, event: TaskApprovalResponse) -> None:
+        """A verdict must name a task of the run's current round with no outcome and no
+        verdict yet (the scheduler takes it only if that task is held)."""
+        state = await self._state(run_id)
+        task = state.tasks.get(event.task_id) if state is not None else None
+        if state is None or task is None or event.run_id != state.run_id:
+            raise BadRequest(409, f"Run {event.run_id!r} has no task {event.task_id} waiting.")
+        if task.round != event.round or event.task_id in state.outcomes:
+            raise BadRequest(409, f"Task {event.task_id} of round {event.round} is not waiting.")
+        if verdict_of(state, event.task_id) is not None:
+            raise BadRequest(409, f"Task {event.task_id} has its verdict already.")
+
     async def _check_approval(self, run_id: str | None, event: PlanApprovalResponse) -> None:
-        held = None
-        if run_id is not None:
-            try:
-                held = (await self.store.create_state_store(run_id, CompilerState).get_state()).held
-            except Exception:  # no state saved yet, or not a compiler's: nothing waits
-                held = None
+        state = await self._state(run_id)
+        held = state.held if state is not None else None
         if held is None:
             raise BadRequest(409, "No plan of this run is waiting for approval.")
         if (event.run_id, event.round) != (held.run_id, held.round):
