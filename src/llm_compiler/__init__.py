@@ -10,6 +10,7 @@ from llm_compiler.engine.summary import CompilerOutput, RunSummary, TaskSummary
 from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import ConfigurationError, LLMCallError, LLMCompilerError, RunError
 from llm_compiler.events import (
+    AwaitingApproval,
     CompiledPlan,
     CompilerStartEvent,
     CompilerStream,
@@ -32,6 +33,7 @@ from llm_compiler.tools.mcp_servers import MCPConnection, MCPServerError, tools_
 from llm_compiler.tools.policy import RetryPolicy, ToolPolicy, policy, with_policy
 
 __all__ = [
+    "AwaitingApproval",
     "ChainOfAbstractionWorkflow",
     "CoAAgent",
     "CompiledPlan",

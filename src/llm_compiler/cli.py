@@ -24,9 +24,8 @@ from llm_compiler.tracing.prices import PRICES_ENV, load_prices
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
 
-    from llm_compiler.tools.policy import ToolPolicy
-
     from llm_compiler.serving.security import SecurityPolicy
+    from llm_compiler.tools.policy import ToolPolicy
 
 COMPILER, TEAM = "compiler", "team"
 #: Bind addresses meaning "every interface" (not a name a request can carry).

@@ -217,6 +217,15 @@ class TaskApprovalRequest(InputRequiredEvent):
         )
 
 
+class AwaitingApproval(_RunEvent):
+    """Written to the stream when the round can go no further without verdicts: its plan
+    is complete and nothing runs or waits for a slot, but ``task_ids`` are held. (A chat
+    front-end ends its turn here with an interrupt; see :mod:`llm_compiler.serving.agui`.)"""
+
+    round: int
+    task_ids: list[int] = Field(default_factory=list)
+
+
 class TaskApprovalResponse(HumanResponseEvent):
     """A human's verdict on one held task.
 

@@ -4,6 +4,8 @@ the edited arguments are the ones the tool gets."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -61,3 +63,60 @@ async def test_a_held_task_is_approved_over_post_events(overlap):
     results = {e["value"]["task_id"]: e["value"] for _, e in rest if e["type"] == "TaskResult"}
     assert results[3]["output"] == "edited + value of beta"
     assert again.status_code in (404, 409)  # answered before: refused
+
+
+async def agui(c: httpx.AsyncClient, body: dict) -> list[dict]:
+    async with c.stream("POST", "/agui/compiler", json=body) as r:
+        assert r.status_code == 200, await r.aread()
+        return [json.loads(line[6:]) async for line in r.aiter_lines() if line.startswith("data: ")]
+
+
+async def test_a_held_task_is_an_ag_ui_interrupt_the_client_answers(overlap):
+    wf = LLMCompilerWorkflow(
+        tools=[overlap.fetch, combine],
+        llm=scripted(),
+        timeout=60,
+        tool_policies={"combine": ToolPolicy(requires_approval=True, side_effect="pure")},
+    )
+    url, task, _ = await start_server(lambda: build_app({"compiler": wf}))
+    turn = {
+        "threadId": "t1",
+        "runId": "r1",
+        "state": {},
+        "messages": [{"id": "m1", "role": "user", "content": "alpha and beta?"}],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=20) as c:
+            first = await agui(c, turn)
+            finished = first[-1]
+            assert finished["type"] == "RUN_FINISHED" and finished["outcome"]["type"] == "interrupt"
+            (interrupt,) = finished["outcome"]["interrupts"]
+            assert interrupt["id"].endswith(":0:3") and interrupt["reason"] == "tool_approval"
+            assert interrupt["responseSchema"]["properties"]["action"]["enum"][0] == "approve"
+            results = [e["content"] for e in first if e["type"] == "TOOL_CALL_RESULT"]
+            assert sorted(results) == ["value of alpha", "value of beta"]  # ran meanwhile
+            held = [e for e in first if e["type"] == "STATE_DELTA"]
+            assert any(op.get("value") == "held" for e in held for op in e["delta"])
+            wrong = {
+                **turn,
+                "runId": "r2",
+                "resume": [{"interruptId": "x:0:3", "status": "resolved"}],
+            }
+            r = await c.post("/agui/compiler", json=wrong)
+            assert r.status_code == 404
+            entry = {
+                "interruptId": interrupt["id"],
+                "status": "resolved",
+                "payload": {"action": "edit", "args": {"b": "B"}},
+            }
+            rest = await agui(c, {**turn, "runId": "r2", "resume": [entry]})
+            again = await c.post("/agui/compiler", json={**turn, "runId": "r3", "resume": [entry]})
+    finally:
+        await stop(task)
+    assert rest[0]["type"] == "RUN_STARTED" and rest[-1]["type"] == "RUN_FINISHED"
+    results = [e["content"] for e in rest if e["type"] == "TOOL_CALL_RESULT"]
+    assert results == ["value of alpha + B"]  # only what ran after the verdict
+    assert again.status_code in (404, 409)

@@ -118,6 +118,12 @@ class Book:
         self.last = entry.event_id
         return out
 
+    def only_held(self) -> list[int]:
+        """The held tasks, if nothing else is running, queued or about to fail."""
+        if self.running or self.queued or self.failing:
+            return []
+        return list(self.held)
+
     def _admit(self, task: PlanTask, outcomes: Mapping[int, TaskOutcome], out: Decision) -> None:
         self.admitted.add(task.id)
         error = task.error or self._bad_deps(task)

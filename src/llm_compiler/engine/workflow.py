@@ -62,6 +62,7 @@ from llm_compiler.engine.state import CompilerState, round_records
 from llm_compiler.engine.summary import CompilerOutput, round_summary, summarize
 from llm_compiler.errors import ConfigurationError, RunError
 from llm_compiler.events import (
+    AwaitingApproval,
     CompiledPlan,
     CompilerStartEvent,
     JoinEvent,
@@ -404,6 +405,11 @@ class LLMCompilerWorkflow(Workflow):
             decision = book.apply(facts.entry, state.tasks, state.outcomes)
             await ctx.store.set_state(state)
         self._emit(ctx, state, decision)
+        held = book.only_held()
+        rounds = state.rounds
+        if held and state.round < len(rounds) and rounds[state.round].complete:
+            awaiting = AwaitingApproval(round=state.round, run_id=state.run_id, task_ids=held)
+            ctx.write_event_to_stream(awaiting)
         if isinstance(ev, TaskApprovalResponse) or (isinstance(ev, PlanEvent) and not ev.complete):
             return None
         return fan_in(ctx, state, ev)

@@ -20,8 +20,8 @@ from starlette.routing import Route
 from workflows import Workflow
 from workflows.events import Event, HumanResponseEvent
 
-from llm_compiler.engine.state import CompilerState
 from llm_compiler.engine.scheduler import verdict_of
+from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import PlanApprovalResponse, TaskApprovalResponse
 from llm_compiler.serving.guard import (
     BadRequest,
@@ -86,7 +86,7 @@ class ClientEventGate:
         if isinstance(event, PlanApprovalResponse):
             await self._check_approval(handler.run_id, event)
         elif isinstance(event, TaskApprovalResponse):
-            await self._check_task_approval(handler.run_id, event)
+            await check_task_verdict(self.store, handler.run_id, event)
         envelope = {"type": type(event).__name__, "value": event.model_dump(mode="json")}
         step = data.get("step")
         return json.dumps({"event": envelope, **({"step": step} if step else {})}).encode()
@@ -115,28 +115,8 @@ class ClientEventGate:
             where = ".".join(str(part) for part in first["loc"]) or "value"
             raise BadRequest(400, f"Invalid {kind}: {where}: {first['msg']}.") from None
 
-    async def _state(self, run_id: str | None) -> CompilerState | None:
-        if run_id is None:
-            return None
-        try:
-            return await self.store.create_state_store(run_id, CompilerState).get_state()
-        except Exception:  # no state saved yet, or not a compiler's: nothing waits
-            return None
-
-    async def _check_task_approval(self, run_id: str | None, event: TaskApprovalResponse) -> None:
-        """A verdict must name a task of the run's current round with no outcome and no
-        verdict yet (the scheduler takes it only if that task is held)."""
-        state = await self._state(run_id)
-        task = state.tasks.get(event.task_id) if state is not None else None
-        if state is None or task is None or event.run_id != state.run_id:
-            raise BadRequest(409, f"Run {event.run_id!r} has no task {event.task_id} waiting.")
-        if task.round != event.round or event.task_id in state.outcomes:
-            raise BadRequest(409, f"Task {event.task_id} of round {event.round} is not waiting.")
-        if verdict_of(state, event.task_id) is not None:
-            raise BadRequest(409, f"Task {event.task_id} has its verdict already.")
-
     async def _check_approval(self, run_id: str | None, event: PlanApprovalResponse) -> None:
-        state = await self._state(run_id)
+        state = await run_state(self.store, run_id)
         held = state.held if state is not None else None
         if held is None:
             raise BadRequest(409, "No plan of this run is waiting for approval.")
@@ -146,6 +126,33 @@ class ClientEventGate:
                 f"This approval answers run {event.run_id!r} round {event.round}, but the plan "
                 f"waiting is run {held.run_id!r} round {held.round}.",
             )
+
+
+async def run_state(store: AbstractWorkflowStore, run_id: str | None) -> CompilerState | None:
+    """The saved state of a compiler run, if there is one."""
+    if run_id is None:
+        return None
+    try:
+        state = await store.create_state_store(run_id, CompilerState).get_state()
+    except Exception:  # no state saved yet, or not a compiler's: nothing waits
+        return None
+    return state if isinstance(state, CompilerState) else None
+
+
+async def check_task_verdict(
+    store: AbstractWorkflowStore, run_id: str | None, event: TaskApprovalResponse
+) -> None:
+    """Refuse (409) a verdict that names no task of the run's current round waiting for
+    one: unknown, settled, or answered before. (The scheduler takes a verdict only for a
+    task it holds; this refuses the rest at the door.)"""
+    state = await run_state(store, run_id)
+    task = state.tasks.get(event.task_id) if state is not None else None
+    if state is None or task is None or event.run_id != state.run_id:
+        raise BadRequest(409, f"Run {event.run_id!r} has no task {event.task_id} waiting.")
+    if task.round != event.round or event.task_id in state.outcomes:
+        raise BadRequest(409, f"Task {event.task_id} of round {event.round} is not waiting.")
+    if verdict_of(state, event.task_id) is not None:
+        raise BadRequest(409, f"Task {event.task_id} has its verdict already.")
 
 
 async def _body(receive: Receive) -> bytes:
