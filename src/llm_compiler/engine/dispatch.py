@@ -47,19 +47,6 @@ def emit(
     told of each task that will not run (task, message, skipped, arguments). Held tasks
     (a ``TaskApprovalRequest``) and waits for a slot (``TaskWaiting``) go to the stream."""
     rules = rules or RunPolicies()
-    for task, args in decision.held:
-        shown = rules.of(task.tool).shown()
-        ctx.write_event_to_stream(held_request(task, state.run_id, args, shown))
-    for task, slot in decision.waiting:
-        ctx.write_event_to_stream(
-            TaskWaiting(
-                round=task.round,
-                run_id=state.run_id,
-                task_id=task.id,
-                tool_name=task.tool,
-                slot=slot,
-            )
-        )
     for task, message, skipped in decision.failed:
         if on_not_run is not None:
             on_not_run(task, message, skipped, task.kwargs)
@@ -85,6 +72,14 @@ def emit(
             waited=decision.waited.get(task.id, 0.0),
         )
         publish(ctx, ready)
+    for task, args in decision.held:
+        shown = rules.of(task.tool).shown()
+        ctx.write_event_to_stream(held_request(task, state.run_id, args, shown))
+    for task, slot in decision.waiting:
+        waiting = TaskWaiting(
+            round=task.round, run_id=state.run_id, task_id=task.id, tool_name=task.tool, slot=slot
+        )
+        ctx.write_event_to_stream(waiting)
 
 
 def held_request(
