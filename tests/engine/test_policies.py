@@ -12,6 +12,7 @@ import pytest
 from llama_index.core.agent.workflow import AgentStream
 
 from llm_compiler import (
+    AwaitingApproval,
     LLMCompilerWorkflow,
     TaskApprovalRequest,
     TaskApprovalResponse,
@@ -64,7 +65,7 @@ PLAN = '1. lookup("a")\n2. pay(10)\n3. lookup("b")\n4. note($2)\n5. join()'
 
 
 async def held_run(verdict: dict[str, Any], plan: str = PLAN) -> tuple[Any, list[Any], Ledger]:
-    """Run `plan`; answer the held task with `verdict` once every other task has settled."""
+    """Run `plan`; answer the held task with `verdict` once nothing else can run."""
     ledger = Ledger()
     llm = ScriptedLLM([plan, FINISH])
     ledger.llm = llm
@@ -78,9 +79,9 @@ async def held_run(verdict: dict[str, Any], plan: str = PLAN) -> tuple[Any, list
         events.append(ev)
         if isinstance(ev, TaskApprovalRequest):
             request = ev
-        settled = {r.task_id for r in of(events, TaskResult)}
-        if request is not None and {1, 3} <= settled and not of(events, TaskApprovalResponse):
-            assert ("pay", 10) not in ledger.calls  # held while the others finished
+        if isinstance(ev, AwaitingApproval):  # only the held task is left
+            assert request is not None and ("pay", 10) not in ledger.calls
+            assert {r.task_id for r in of(events, TaskResult)} == {1, 3}  # the others ran
             response = request.respond(**verdict)
             events.append(response)
             handler.ctx.send_event(response)
@@ -90,6 +91,10 @@ async def held_run(verdict: dict[str, Any], plan: str = PLAN) -> tuple[Any, list
 async def test_a_held_task_waits_while_the_rest_runs_then_runs_approved():
     out, events, ledger = await held_run({})
     (request,) = of(events, TaskApprovalRequest)
+    (awaiting,) = of(events, AwaitingApproval)  # once: when only the held task was left
+    assert awaiting.task_ids == [2]
+    before = events[: events.index(awaiting)]
+    assert {r.task_id for r in of(before, TaskResult)} == {1, 3}
     assert (request.task_id, request.tool_name, request.args) == (2, "pay", {"amount": 10})
     assert request.approval_id.endswith(":0:2") and request.policy["side_effect"] == "at_most_once"
     assert str(out) == "ok" and ledger.calls.count(("pay", 10)) == 1

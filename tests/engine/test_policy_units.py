@@ -133,3 +133,50 @@ def test_a_task_in_flight_at_a_crash_by_side_effect_class(side_effect, rerun):
         assert result is not None and result.is_error and "unknown" in result.output
         assert (result.task_id, result.round, result.run_id) == (3, 1, "run-1")
         assert result.event_id == "run-1:1:3:unknown-after-crash"  # the same if asked again
+
+
+def test_serve_reads_tool_policies_and_gives_them_to_each_compiler(tmp_path):
+    from llm_compiler import LLMCompilerWorkflow
+    from llm_compiler.cli import apply_tool_policies, parser, read_tool_policies
+    from llm_compiler.testing import ScriptedLLM
+
+    path = tmp_path / "policies.json"
+    path.write_text('{"pay": {"requires_approval": true, "retry": {"attempts": 2}}}')
+    args = parser().parse_args(["serve", "--tool-policies", str(path)])
+    found = read_tool_policies(args.tool_policies)
+    assert found["pay"].requires_approval and found["pay"].retry.attempts == 2
+
+    def pay(amount: int) -> str:
+        """Pay."""
+        return "paid"
+
+    wf = LLMCompilerWorkflow(tools=[pay], llm=ScriptedLLM([]), tool_policies={"x": ToolPolicy()})
+    apply_tool_policies({"compiler": wf}, found)
+    assert set(wf.config.tool_policies or {}) == {"x", "pay"}
+    path.write_text("{not json")
+    with pytest.raises(ConfigurationError, match="Cannot read tool policies"):
+        read_tool_policies(str(path))
+    with pytest.raises(ConfigurationError, match="Cannot read"):
+        read_tool_policies(str(tmp_path / "missing.json"))
+
+
+def test_the_workflow_answers_for_a_task_in_flight_at_a_crash():
+    from llm_compiler import LLMCompilerWorkflow
+    from llm_compiler.engine.state import CompilerState
+    from llm_compiler.testing import ScriptedLLM
+
+    @policy(side_effect="pure")
+    def look(q: str) -> str:
+        """Look."""
+        return q
+
+    def pay(amount: int) -> str:  # no policy: the default, at_most_once
+        """Pay."""
+        return "paid"
+
+    wf = LLMCompilerWorkflow(tools=[look, pay], llm=ScriptedLLM([]))
+    tasks = {1: PlanTask(id=1, tool="look"), 2: PlanTask(id=2, tool="pay")}
+    state = CompilerState(run_id="r", tasks=tasks)  # as a resumed run has it: no tool set
+    assert wf.after_crash(state, 1).rerun
+    unknown = wf.after_crash(state, 2)
+    assert not unknown.rerun and unknown.result is not None and unknown.result.is_error
