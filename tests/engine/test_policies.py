@@ -324,3 +324,23 @@ def test_a_policy_is_given_once_and_checked():
         with_policy(lambda x: x, side_effect="sometimes")
     with pytest.raises(ConfigurationError):
         with_policy(lambda x: x, limits={"server": 0})
+
+
+async def test_before_tool_call_is_awaited_before_each_try():
+    """A durable runtime's hook: it sees each try's side effect and key before the call."""
+    flaky = Flaky(1)
+    seen: list[tuple[int, str, int]] = []
+
+    async def fetch(q: str) -> str:
+        """Fetch a page."""
+        return str(await flaky(q))
+
+    with_policy(fetch, side_effect="idempotent", retry={"attempts": 2})
+    wf = LLMCompilerWorkflow(tools=[fetch], llm=ScriptedLLM(['1. fetch("x")\n2. join()', FINISH]))
+
+    async def before(started: TaskStarted) -> None:
+        seen.append((started.attempt, started.side_effect, flaky.calls))
+
+    wf.before_tool_call = before
+    assert str(await wf.run(user_msg="fetch")) == "ok"
+    assert seen == [(1, "idempotent", 0), (2, "idempotent", 1)]  # each before its call

@@ -34,7 +34,7 @@ def _run_cancelled() -> bool:
 
 
 Sleep = Callable[[float], Awaitable[Any]]
-OnAttempt = Callable[[int, int, "str | None"], None]
+OnAttempt = Callable[[int, int, "str | None"], Awaitable[None]]
 
 
 async def run_task(
@@ -55,7 +55,7 @@ async def run_task(
     ``CancelledError`` included) gives an error observation; only a cancellation of the
     run itself propagates. A failure `policy` retries is tried again after its backoff
     (waited with `sleep`; an ``at_most_once`` tool is tried once); `on_attempt(n, of,
-    previous_error)` is told as each try starts. An output longer than `max_chars` (as
+    previous_error)` is awaited as each try starts, before the call. An output longer than `max_chars` (as
     JSON) is cut to that many characters of text.
     """
     started = time.time()
@@ -64,7 +64,7 @@ async def run_task(
     previous: str | None = None
     while True:
         if on_attempt is not None and tool is not None:
-            on_attempt(attempt, attempts, previous)
+            await on_attempt(attempt, attempts, previous)
         output, is_error, error = await _try(ev, tool, timeout, context, max_chars)
         retry = error is not None and attempt < attempts and policy.retry.retries(error)
         if not retry:

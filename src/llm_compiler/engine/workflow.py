@@ -148,6 +148,9 @@ class LLMCompilerWorkflow(Workflow):
         self._books = Books(self.config.concurrency, rules=self._rules)
         self.retry_sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
         """Waits a retry's backoff (tests put a recorder here: no real sleeps)."""
+        self.before_tool_call: Callable[[TaskStarted], Awaitable[None]] | None = None
+        """Awaited before each try of a tool call (a durable runtime records there that an
+        ``at_most_once`` call started; see :meth:`after_crash`)."""
         self._run_tools = RunTools()
 
     def run(
@@ -465,8 +468,8 @@ class LLMCompilerWorkflow(Workflow):
         ctx.write_event_to_stream(result)
         return result
 
-    @staticmethod
-    def _started(
+    async def _started(
+        self,
         ctx: Context[CompilerState],
         ev: TaskReady,
         side_effect: str,
@@ -474,7 +477,8 @@ class LLMCompilerWorkflow(Workflow):
         attempts: int,
         error: str | None,
     ) -> None:
-        """Tell the stream a try of `ev`'s call starts (its side-effect class included)."""
+        """Tell the stream a try of `ev`'s call starts (its side-effect class included),
+        then await ``before_tool_call``."""
         started = TaskStarted(
             round=ev.round,
             run_id=ev.run_id,
@@ -487,6 +491,8 @@ class LLMCompilerWorkflow(Workflow):
             error=error,
         )
         ctx.write_event_to_stream(started)
+        if self.before_tool_call is not None:
+            await self.before_tool_call(started)
 
     def _dispatched(self, state: CompilerState, task_id: int, needs_approval: bool) -> bool:
         """Whether the scheduler dispatched `task_id` and it is not settled."""
