@@ -155,7 +155,8 @@ class TaskResult(_FactEvent):
 
 
 class TaskStarted(_RunEvent):
-    """Written to the stream as each try of a call starts (for UIs and a durable journal).
+    """A try of a call starts: written to the stream for each retry (the first try is the
+    ``TaskReady``), and given to ``LLMCompilerWorkflow.before_tool_call`` for every try.
 
     ``attempt`` of ``attempts``; ``side_effect`` is the tool's class (``pure``,
     ``idempotent``, ``at_most_once``): what a runtime must do if the run stops before

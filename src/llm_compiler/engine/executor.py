@@ -55,8 +55,8 @@ async def run_task(
     ``CancelledError`` included) gives an error observation; only a cancellation of the
     run itself propagates. A failure `policy` retries is tried again after its backoff
     (waited with `sleep`; an ``at_most_once`` tool is tried once); `on_attempt(n, of,
-    previous_error)` is awaited as each try starts, before the call. An output longer than `max_chars` (as
-    JSON) is cut to that many characters of text.
+    previous_error)` is awaited as each try starts, before the call. An output longer
+    than `max_chars` (as JSON) is cut to that many characters of text.
     """
     started = time.time()
     attempts, attempt = policy.attempts, 1

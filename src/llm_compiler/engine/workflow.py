@@ -477,8 +477,8 @@ class LLMCompilerWorkflow(Workflow):
         attempts: int,
         error: str | None,
     ) -> None:
-        """Tell the stream a try of `ev`'s call starts (its side-effect class included),
-        then await ``before_tool_call``."""
+        """Tell the stream a retry of `ev`'s call starts (the first try is its
+        ``TaskReady``), then await ``before_tool_call`` for every try."""
         started = TaskStarted(
             round=ev.round,
             run_id=ev.run_id,
@@ -490,7 +490,8 @@ class LLMCompilerWorkflow(Workflow):
             idempotency_key=ev.idempotency_key,
             error=error,
         )
-        ctx.write_event_to_stream(started)
+        if attempt > 1:
+            ctx.write_event_to_stream(started)
         if self.before_tool_call is not None:
             await self.before_tool_call(started)
 
