@@ -108,19 +108,20 @@ def micro() -> list[tuple[str, float]]:
     from llama_index.core.agent.workflow import AgentStream
 
     from llm_compiler import PlanEvent, PlanTask, TaskReady, TaskResult
-    from llm_compiler.engine.state import CompilerState, TaskOutcome
+    from llm_compiler.engine.state import CompilerState
 
     task = PlanTask(id=1, tool="lookup", kwargs={"query": "x"})
     big = CompilerState(
         tasks={i: PlanTask(id=i, tool="lookup", kwargs={"query": str(i)}) for i in range(500)},
-        outcomes={i: TaskOutcome(output=i) for i in range(500)},
+        outcomes={
+            i: TaskResult(round=0, task_id=i, tool_name="lookup", output=i) for i in range(500)
+        },
     )
     cases: list[tuple[str, Callable[[], Any]]] = [
         ("TaskResult(...)", lambda: TaskResult(round=0, task_id=1, tool_name="lookup", output=1)),
         ("TaskReady(...)", lambda: TaskReady(round=0, task_id=1, tool_name="x", args={"q": 1})),
         ("PlanEvent(tasks=[1 task])", lambda: PlanEvent(round=0, tasks=[task])),
         ("AgentStream(...)", lambda: AgentStream(delta="x", response="y", current_agent_name="a")),
-        ("TaskOutcome(...)", lambda: TaskOutcome(output=1)),
         ("PlanTask.model_copy()", lambda: task.model_copy()),
         ("CompilerState(500 tasks).model_copy()", lambda: big.model_copy()),
         ("CompilerState(500 tasks).model_dump()", lambda: big.model_dump()),

@@ -85,6 +85,15 @@ class CompilerConfig(BaseModel):
         return self.max_concurrency or MAX_PARALLEL_TOOLS
 
 
+#: The names of ``CompilerConfig``'s fields: the keyword arguments that configure a run.
+CONFIG_FIELDS = frozenset(CompilerConfig.model_fields)
+
+
+def split_config(options: dict[str, Any]) -> dict[str, Any]:
+    """Take the ``CompilerConfig`` fields out of keyword arguments `options`; return them."""
+    return {k: options.pop(k) for k in list(options) if k in CONFIG_FIELDS}
+
+
 def make_config(config: CompilerConfig | None, overrides: dict[str, Any]) -> CompilerConfig:
     """`config` (or the defaults) with keyword overrides; bad values are a ConfigurationError."""
     try:

@@ -18,10 +18,10 @@ from typing import Any, Literal
 from llama_index.core.agent.workflow import AgentStream
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import BaseMemory
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 from workflows.events import Event, HumanResponseEvent, InputRequiredEvent, StartEvent
 
-from llm_compiler.plan import PlanErrorKind, PlanTask, error_kind
+from llm_compiler.plan import PlanErrorKind, PlanTask, kinds_given
 from llm_compiler.tracing.usage import LLMCallUsage
 
 RunMode = Literal["run", "plan_only", "approve"]
@@ -84,15 +84,30 @@ class PlanEvent(_FactEvent):
     text: str = ""
     errors: list[str] = Field(default_factory=list)
     join_id: int | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
     llm_call: LLMCallUsage | None = None
+    replaces: bool = False
+    """A complete plan that replaces the one streamed for its round before (a plan a
+    human edited before approving it): forget that one's tasks, even where ids repeat."""
+
+    error_kinds: list[PlanErrorKind] = Field(default_factory=list)
+    """The kind of each plan-level error (``no_join``, ``too_many_tasks``, ...), as made."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _error_kinds(cls, data: Any) -> Any:
+        return kinds_given(data, "errors", "error_kinds")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
-    def error_kinds(self) -> list[PlanErrorKind]:
-        """The kind of each plan-level error (``no_join``, ``too_many_tasks``, ...)."""
-        return [error_kind(e) for e in self.errors]
+    def prompt_tokens(self) -> int:
+        """The planner call's prompt tokens (``llm_call``'s; 0 without one)."""
+        return 0 if self.llm_call is None else self.llm_call.prompt_tokens
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def completion_tokens(self) -> int:
+        """The planner call's completion tokens (``llm_call``'s; 0 without one)."""
+        return 0 if self.llm_call is None else self.llm_call.completion_tokens
 
 
 class TaskReady(_RunEvent):
@@ -114,13 +129,13 @@ class TaskReady(_RunEvent):
     """Seconds the task waited for a slot (a limit or a resource key) once ready."""
 
     @property
-    def idempotency_key(self) -> str:
-        """``run_id:round:task_id``: the same for every attempt of this call (see
-        :func:`llm_compiler.tools.idempotency_key`)."""
-        return idempotency_key(self.run_id, self.round, self.task_id)
+    def call_key(self) -> str:
+        """``run_id:round:task_id``: the same for every attempt of this call (the tool
+        reads it with :func:`llm_compiler.idempotency_key`)."""
+        return call_key(self.run_id, self.round, self.task_id)
 
 
-def idempotency_key(run_id: str, round: int, task_id: int) -> str:
+def call_key(run_id: str, round: int, task_id: int) -> str:
     """The stable key of one tool call of a run: ``run_id:round:task_id``."""
     return f"{run_id}:{round}:{task_id}"
 
@@ -152,6 +167,11 @@ class TaskResult(_FactEvent):
     def duration(self) -> float:
         """Seconds the tool ran (0 for a task that never started)."""
         return max(0.0, self.finished_at - self.started_at)
+
+    @property
+    def status(self) -> Literal["done", "error", "skipped"]:
+        """``done``, ``error`` (failed or invalid) or ``skipped`` (an input failed)."""
+        return "skipped" if self.skipped else "error" if self.is_error else "done"
 
 
 class TaskStarted(_RunEvent):
@@ -199,7 +219,7 @@ class TaskApprovalRequest(InputRequiredEvent):
     @property
     def approval_id(self) -> str:
         """The held task's own id: ``run_id:round:task_id``."""
-        return idempotency_key(self.run_id, self.round, self.task_id)
+        return call_key(self.run_id, self.round, self.task_id)
 
     def respond(
         self,
@@ -286,6 +306,7 @@ class CompiledPlan(BaseModel):
         tasks: The tasks, checked against the tools (``error`` set where a line cannot run).
         errors: Plan-level problems. ``text``: the planner's raw output.
         thoughts: The planner's thoughts. ``join_id``: the id of its ``join()``.
+        llm_call: The planner call that made the plan: its tokens, cost and timing.
         policies: The policy of each tool the plan calls, as JSON.
     """
 
@@ -294,14 +315,17 @@ class CompiledPlan(BaseModel):
     text: str = ""
     thoughts: list[str] = Field(default_factory=list)
     join_id: int | None = None
+    llm_call: LLMCallUsage | None = None
     policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """The policy of each tool the plan calls (side effect, approval, limits, retry)."""
 
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def error_kinds(self) -> list[PlanErrorKind]:
-        """The kind of each plan-level error."""
-        return [error_kind(e) for e in self.errors]
+    error_kinds: list[PlanErrorKind] = Field(default_factory=list)
+    """The kind of each plan-level error."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _error_kinds(cls, data: Any) -> Any:
+        return kinds_given(data, "errors", "error_kinds")
 
     @property
     def valid(self) -> bool:

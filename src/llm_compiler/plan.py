@@ -13,11 +13,10 @@ Everything else is a plain literal (str, int, float, bool, None, list, dict).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field, model_validator
 
 REF = "$ref"
 CONCAT = "$concat"
@@ -42,36 +41,39 @@ PlanErrorKind = Literal[
     "other",
 ]
 
-# Error messages are sentences pinned by tests; their kind is read from them in this one
-# place, so every dialect's parser and the engine's checks share one classification.
-_KINDS: list[tuple[re.Pattern[str], PlanErrorKind]] = [
-    (re.compile(r"^Unknown tool "), "unknown_tool"),
-    (
-        re.compile(
-            r"^Invalid arguments for |argument\(s\)|has no parameter |is missing required |"
-            r" got '[^']*' twice|^Star arguments"
-        ),
-        "bad_arguments",
-    ),
-    (re.compile(r"references? (itself|task)|not an earlier task|names no earlier"),
-     "bad_reference"),
-    (re.compile(r"did not end with join\(\)|cut off before its end"), "no_join"),
-    (re.compile(r"more than \d+ (tasks|calls)"), "too_many_tasks"),
-    (re.compile(r"reuses task id"), "reused_id"),
-    (re.compile(r"has no tasks"), "empty_plan"),
-    (re.compile(r"too (long|large|deep)|nested more than|more than \d+ (characters|errors)"),
-     "too_large"),
-    (re.compile(r"not of the form|not valid JSON|could not be read|not closed|has no \"tool\"|"
-                r"\bno tool\b"), "not_a_call"),
-]  # fmt: skip
+
+class PlanError(str):
+    """A plan or line error: its message (a ``str``) with the kind it was made with.
+
+    Whoever finds the problem (a dialect's parser, the tool checks) says what kind it is;
+    ``PlanTask.error_kind`` and ``PlanEvent.error_kinds`` carry the kind on from there.
+    """
+
+    kind: PlanErrorKind
+
+    def __new__(cls, message: str, kind: PlanErrorKind) -> PlanError:
+        error = super().__new__(cls, message)
+        error.kind = kind
+        return error
+
+    def __getnewargs__(self) -> tuple[str, PlanErrorKind]:  # type: ignore[override]
+        return str(self), self.kind
 
 
-def error_kind(message: str) -> PlanErrorKind:
-    """The kind of a plan or line error, from its message."""
-    for pattern, kind in _KINDS:
-        if pattern.search(message):
-            return kind
-    return "other"
+def error_kind(error: str) -> PlanErrorKind:
+    """The kind `error` was made with (``other`` for an error made as plain text)."""
+    return error.kind if isinstance(error, PlanError) else "other"
+
+
+def kinds_given(data: Any, errors: str, kinds: str) -> Any:
+    """`data` (a model's input) with the kinds of its `errors` field in `kinds`, unless
+    given: the kinds the errors were made with (a validator's helper)."""
+    if not isinstance(data, dict) or data.get(kinds) is not None or errors not in data:
+        return data
+    value = data[errors]
+    if isinstance(value, list):
+        return {**data, kinds: [error_kind(e) for e in value]}
+    return {**data, kinds: None if value is None else error_kind(value)}
 
 
 class PlanTask(BaseModel):
@@ -88,6 +90,7 @@ class PlanTask(BaseModel):
         text: The line as the planner wrote it.
         error: Why the line cannot run (parse, unknown tool, bad arguments,
             bad reference); such a task becomes an error observation.
+        error_kind: The kind of `error`.
         round: The planning round (0 for the first plan).
     """
 
@@ -101,11 +104,18 @@ class PlanTask(BaseModel):
     error: str | None = None
     round: int = 0
 
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def error_kind(self) -> PlanErrorKind | None:
-        """What is wrong with the line, as a kind (see :func:`error_kind`); None if nothing."""
-        return None if self.error is None else error_kind(self.error)
+    error_kind: PlanErrorKind | None = None
+    """What is wrong with the line, as a kind (given where the error was made; ``other``
+    for an error given as plain text); None if nothing."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _error_kind(cls, data: Any) -> Any:
+        return kinds_given(data, "error", "error_kind")
+
+    def failed(self, error: PlanError) -> PlanTask:
+        """This task with `error` (and its kind): it will not run."""
+        return self.model_copy(update={"error": str(error), "error_kind": error.kind})
 
     @property
     def is_join(self) -> bool:

@@ -1,7 +1,8 @@
 """kill -9 a durable run (a real subprocess) at each point; run it again.
 
-Two runtimes, both on SQLite: llama-agents-dbos (DBOS journals each step), and
-llama-agents-server's workflow store (it resumes a run from its tick journal at start).
+Two runtimes, both on SQLite: the fact journal (``durable_runtime``: the run's facts are
+kept, the run rebuilt from them), and llama-agents-server's workflow store (it resumes a
+run from its tick journal at start).
 
 The tools and LLM calls append to a log file, so the test counts what ran across both
 processes: a finished tool, planner or joiner call never runs again, the call in flight
@@ -19,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("llama_agents.dbos")
+pytest.importorskip("asyncpg")
 
 APP = Path(__file__).with_name("kill_app.py")
 pytestmark = pytest.mark.timeout(240)
 
 
-BACKENDS = ["dbos", "server"]
+BACKENDS = ["journal", "server"]
 
 
 def start(directory: Path, crash: str, backend: str) -> subprocess.Popen[str]:

@@ -12,7 +12,8 @@ from llm_compiler.engine.policy import RunPolicies, resume_in_flight
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import to_tool
-from llm_compiler.tools.mcp_servers import MCPConnection, MCPTool
+from llm_compiler.tools.mcp import MCPConnection
+from llm_compiler.tools.mcp.tool import MCPTool
 from llm_compiler.tools.policy import (
     RetryPolicy,
     ToolPolicy,

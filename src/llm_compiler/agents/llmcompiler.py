@@ -31,7 +31,7 @@ from pydantic import Field, model_validator
 from workflows import Context
 from workflows.events import StopEvent
 
-from llm_compiler.config import CompilerConfig, make_config
+from llm_compiler.config import CompilerConfig, make_config, split_config
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.engine.llm import require_llm
 from llm_compiler.engine.summary import CompilerOutput, RunSummary
@@ -66,8 +66,7 @@ class LLMCompilerAgent(BaseWorkflowAgent):
         if not isinstance(data, dict):
             return data
         require_llm(data.get("llm"))
-        names = set(CompilerConfig.model_fields)
-        overrides = {k: data.pop(k) for k in list(data) if k in names}
+        overrides = split_config(data)
         if overrides:
             data["config"] = make_config(data.get("config"), overrides)
         return data
@@ -106,7 +105,7 @@ class LLMCompilerAgent(BaseWorkflowAgent):
                 self._forward(ctx, ev)
             result: CompilerOutput = await handler
         except BaseException:
-            if not handler.done():
+            if not handler.is_done():
                 await handler.cancel_run()
             raise
         direct = result.summary.return_direct

@@ -135,13 +135,13 @@ class AgentRunner:
             async for ev in handler.stream_events():
                 if printer is not None:
                     if printer.wants_functions:  # the run's tools, the retriever's included
-                        state = await handler.ctx.store.get_state()
-                        printer.functions(list(state.toolset or []))
+                        tools = self.workflow.run_tools(handler.run_id)
+                        printer.functions(list(tools or []))
                     printer.event(ev)
                 yield ev
             result: CompilerOutput = await handler
         except BaseException:
-            if not handler.done():
+            if not handler.is_done():
                 await handler.cancel_run()
             raise
         if printer is not None:

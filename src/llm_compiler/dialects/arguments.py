@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from llm_compiler.plan import CONCAT, literal, ref
+from llm_compiler.plan import CONCAT, PlanError, PlanErrorKind, literal, ref
 
 _WHOLE_REF = re.compile(r"^\$(?:\{(\d+)\}|(\d+))$")
 # `$1` must not match inside `$10`, nor be the start of a number such as `$1.5` or `$1,000`.
@@ -25,7 +25,16 @@ _PLACEHOLDER = re.compile(r"^__ref_(\d+)__$")
 
 
 class PlanLineError(ValueError):
-    """A plan line that cannot become a runnable task."""
+    """A plan line that cannot become a runnable task; `kind` says why."""
+
+    def __init__(self, message: str, kind: PlanErrorKind) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+    @property
+    def error(self) -> PlanError:
+        """The task's error: this message, with its kind."""
+        return PlanError(str(self), self.kind)
 
 
 # --------------------------------------------------------------------------- scanning
@@ -168,14 +177,15 @@ class _Converter:
     def is_ref(self, n: int, explicit: bool) -> int | None:
         """The task id `$n` refers to, or None when it is just text."""
         if n == self.written_id:
-            raise PlanLineError(f"Task {self.own_id} references itself (${n}).")
+            raise PlanLineError(f"Task {self.own_id} references itself (${n}).", "bad_reference")
         if n in self.alias:
             return self.alias[n]
         if n in self.earlier:
             return n
         if explicit:
             raise PlanLineError(
-                f"Task {self.own_id} references task {n}, which is not an earlier task."
+                f"Task {self.own_id} references task {n}, which is not an earlier task.",
+                "bad_reference",
             )
         return None
 
@@ -308,7 +318,7 @@ def parse_arguments(
         if isinstance(e, PlanLineError):
             raise
         kind = "too deep" if isinstance(e, RecursionError) else "too large"
-        raise PlanLineError(f"Task {own_id}'s arguments are {kind} to read.") from None
+        raise PlanLineError(f"Task {own_id}'s arguments are {kind} to read.", "too_large") from None
 
 
 def _parse_arguments(
@@ -335,7 +345,9 @@ def _parse_arguments(
     if any(isinstance(a, ast.Starred) for a in call.args) or any(
         k.arg is None for k in call.keywords
     ):
-        raise PlanLineError("Star arguments (*args, **kwargs) are not supported in a plan.")
+        raise PlanLineError(
+            "Star arguments (*args, **kwargs) are not supported in a plan.", "bad_arguments"
+        )
     args = [conv.node(a) for a in call.args]
     kwargs = {k.arg: conv.node(k.value) for k in call.keywords if k.arg}
     return args, kwargs
@@ -367,14 +379,16 @@ def parse_json_call(
     try:
         obj, _ = json.JSONDecoder().raw_decode(body)
     except json.JSONDecodeError as e:
-        raise PlanLineError(f"Task {task_id} is not valid JSON: {e.msg}.") from None
+        raise PlanLineError(f"Task {task_id} is not valid JSON: {e.msg}.", "not_a_call") from None
     conv = _Converter(task_id, earlier, "", alias, written_id)
     if isinstance(obj, dict) and "tool" in obj and isinstance(obj["tool"], str):
         name, payload = obj["tool"], obj.get("args", obj.get("arguments", {}))
     elif isinstance(obj, dict) and len(obj) == 1:
         name, payload = next(iter(obj.items()))
     else:
-        raise PlanLineError(f'Task {task_id} must be {{"tool_name": {{"arg": value}}}}.')
+        raise PlanLineError(
+            f'Task {task_id} must be {{"tool_name": {{"arg": value}}}}.', "not_a_call"
+        )
     if isinstance(payload, dict):
         return name, [], {str(k): _json_value(conv, v) for k, v in payload.items()}
     if isinstance(payload, list):

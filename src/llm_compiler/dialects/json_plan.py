@@ -24,12 +24,11 @@ from llama_index.core.tools import BaseTool
 
 from llm_compiler.dialects import prompting as prompting
 from llm_compiler.dialects.arguments import PlanLineError, nesting_depth, parse_json_call
-from llm_compiler.dialects.base import PlannerContext
+from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
 from llm_compiler.dialects.llmcompiler.prompts import render_actions
 from llm_compiler.dialects.prompting import PromptContext
-from llm_compiler.dialects.thought_action import JoinerDecision, JoinerInput, parse_joiner_output
-from llm_compiler.engine.llm import LLMRequest
-from llm_compiler.plan import PlanTask, iter_refs
+from llm_compiler.dialects.thought_action import JoinerInput, parse_joiner_output
+from llm_compiler.plan import PlanError, PlanTask, iter_refs
 
 JSON_INSTRUCTIONS = """\
 Given a question, write a plan of tool calls that answers it with as many calls running \
@@ -131,7 +130,8 @@ class JsonPlanStream:
     def _task(self, body: str) -> list[PlanTask]:
         if self._count >= self.max_tasks:
             if self._count == self.max_tasks:
-                self.errors.append(f"The plan has more than {self.max_tasks} tasks.")
+                message = f"The plan has more than {self.max_tasks} tasks."
+                self.errors.append(PlanError(message, "too_many_tasks"))
                 self._count += 1
             return []
         self._count += 1
@@ -139,15 +139,18 @@ class JsonPlanStream:
         self._next += 1
         if nesting_depth(body) > self.max_arg_depth:
             message = f"Task {task_id}'s arguments are nested more than {self.max_arg_depth} deep."
-            return [self._bad(task_id, body, message)]
+            return [self._bad(task_id, body, PlanError(message, "too_large"))]
         try:
             obj = json.loads(body)
         except json.JSONDecodeError as e:
-            return [self._bad(task_id, body, f"Task {task_id} is not valid JSON: {e.msg}.")]
+            message = f"Task {task_id} is not valid JSON: {e.msg}."
+            return [self._bad(task_id, body, PlanError(message, "not_a_call"))]
         except (RecursionError, MemoryError, ValueError):
-            return [self._bad(task_id, body, f"Task {task_id} is too large to read.")]
+            message = f"Task {task_id} is too large to read."
+            return [self._bad(task_id, body, PlanError(message, "too_large"))]
         if not isinstance(obj, dict) or not isinstance(obj.get("tool"), str):
-            return [self._bad(task_id, body, f'Task {task_id} has no "tool".')]
+            message = f'Task {task_id} has no "tool".'
+            return [self._bad(task_id, body, PlanError(message, "not_a_call"))]
         written = obj.get("id")
         written_id = written if isinstance(written, int) else task_id
         call = {obj["tool"]: obj.get("args", obj.get("arguments", {}))}
@@ -156,7 +159,7 @@ class JsonPlanStream:
                 json.dumps(call), task_id, self._earlier, self._alias, written_id
             )
         except PlanLineError as e:
-            return [self._bad(task_id, body, str(e), obj["tool"])]
+            return [self._bad(task_id, body, e.error, obj["tool"])]
         self._alias[written_id] = task_id
         self._earlier.add(task_id)
         deps = sorted(set(iter_refs(args)) | set(iter_refs(kwargs)))
@@ -164,7 +167,7 @@ class JsonPlanStream:
         return [PlanTask(id=task_id, tool=tool, args=args, kwargs=kwargs, deps=deps, text=text,
                          round=self.round)]  # fmt: skip
 
-    def _bad(self, task_id: int, body: str, error: str, tool: str = "?") -> PlanTask:
+    def _bad(self, task_id: int, body: str, error: PlanError, tool: str = "?") -> PlanTask:
         text = body if len(body) <= 200 else body[:200] + "..."  # it is shown in prompts
         return PlanTask(id=task_id, tool=tool, text=text, error=error, round=self.round)
 
@@ -181,10 +184,10 @@ class JsonPlanStream:
     def finish(self) -> list[PlanTask]:
         """The stream ended: a plan cut off before its end is a plan error."""
         if not self.done:
-            self.errors.append("The plan's JSON was cut off before its end.")
+            self.errors.append(PlanError("The plan's JSON was cut off before its end.", "no_join"))
         self.done = True
         if self._count == 0:
-            self.errors.append("The plan has no tasks.")
+            self.errors.append(PlanError("The plan has no tasks.", "empty_plan"))
         return []
 
 

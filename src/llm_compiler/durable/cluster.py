@@ -48,6 +48,8 @@ class Cluster:
     _names: Iterator[int]
     _bin: str
     _user: list[str]
+    _data: str = ""
+    _options: str = ""
 
     def url(self, database: str = "postgres") -> str:
         """The URL of `database` (user ``postgres``, trust auth on loopback)."""
@@ -58,6 +60,25 @@ class Cluster:
         name = f"db{next(self._names)}"
         self._psql(f"CREATE DATABASE {name}")
         return self.url(name)
+
+    def restart(self) -> None:
+        """``pg_ctl restart -m fast`` (same port and options)."""
+        self._ctl("-m", "fast", "-w", "-l", self._log, "restart")
+
+    def stop(self) -> None:
+        """``pg_ctl stop -m fast``: the database is down until :meth:`start`."""
+        self._ctl("-m", "fast", "-w", "stop")
+
+    def start(self) -> None:
+        """Start the stopped cluster again (same port and options)."""
+        self._ctl("-o", self._options, "-w", "-l", self._log, "start")
+
+    @property
+    def _log(self) -> str:
+        return f"{os.path.dirname(self._data)}/log"
+
+    def _ctl(self, *args: str) -> None:
+        _run([*self._user, f"{self._bin}/pg_ctl", "-D", self._data, *args])
 
     def _psql(self, sql: str) -> None:
         cmd = [f"{self._bin}/psql", "-q", "-h", "127.0.0.1", "-p", str(self.port)]
@@ -88,7 +109,7 @@ def throwaway_postgres() -> Iterator[Cluster]:
         pg_ctl = [*user, f"{bindir}/pg_ctl", "-D", data]
         _run([*pg_ctl, "-o", options, "-w", "-l", f"{root}/log", "start"])
         try:
-            yield Cluster(port, count(1), bindir, user)
+            yield Cluster(port, count(1), bindir, user, data, options)
         finally:
             subprocess.run([*pg_ctl, "-m", "immediate", "stop"], capture_output=True)
     finally:

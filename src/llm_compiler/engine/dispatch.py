@@ -9,57 +9,112 @@ same task, the same not-run result (with the same ``event_id``), the same
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from llama_index.core.tools import BaseTool
 from workflows import Context
-from workflows.events import Event
 
 from llm_compiler.engine.planner import publish
 from llm_compiler.engine.policy import RunPolicies, call_keys
-from llm_compiler.engine.scheduler import Decision
+from llm_compiler.engine.scheduler import Decision, task_arguments
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import (
     CompiledPlan,
     JoinEvent,
+    PlanApprovalRequest,
+    PlanApprovalResponse,
     PlanEvent,
     ReplanEvent,
     TaskApprovalRequest,
     TaskReady,
     TaskResult,
     TaskWaiting,
-    idempotency_key,
+    call_key,
 )
 from llm_compiler.plan import PlanTask
-from llm_compiler.tools import jsonable, validate_arguments
+from llm_compiler.tools import ToolSet, jsonable, validate_arguments
+
+#: Calls prepared and not yet taken by the executor that one workflow instance keeps.
+CALLS_KEPT = 65_536
+
+
+class Calls:
+    """Each dispatched call's validated arguments, until the executor takes them.
+
+    A memo, never the truth: a call is prepared once, at dispatch, and the executor
+    takes its arguments from here (never from the ``TaskReady``, which anyone may send).
+    A call this process did not prepare (a run resumed elsewhere) is prepared again from
+    the facts by :func:`prepare`.
+    """
+
+    def __init__(self, kept: int = CALLS_KEPT) -> None:
+        self.kept = kept
+        self._args: OrderedDict[tuple[str, int], dict[str, Any]] = OrderedDict()
+
+    def put(self, run_id: str, task_id: int, args: dict[str, Any]) -> None:
+        """Record the arguments `task_id` of `run_id` is dispatched with."""
+        self._args[(run_id, task_id)] = args
+        while len(self._args) > self.kept:
+            self._args.popitem(last=False)
+
+    def take(self, run_id: str, task_id: int) -> dict[str, Any] | None:
+        """The recorded arguments (once), or None."""
+        return self._args.pop((run_id, task_id), None)
+
+
+def checked(tool: BaseTool | None, kwargs: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """`kwargs` validated against `tool`'s schema, or the message saying why they do not
+    fit (whatever the validation raised: an error observation, never a failed run)."""
+    if tool is None:
+        return kwargs, None  # the executor reports the missing tool
+    try:
+        return validate_arguments(tool, kwargs), None
+    except Exception as e:  # noqa: BLE001 - a bad call is data
+        message = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+        return kwargs, message
+
+
+def prepare(
+    state: CompilerState, task: PlanTask, tool: BaseTool | None
+) -> tuple[dict[str, Any], str | None]:
+    """The call of a dispatched `task` prepared from the facts: its arguments resolved
+    from its inputs' outputs (and a verdict's edits, if it was held) and validated (for a
+    call :class:`Calls` does not hold)."""
+    return checked(tool, task_arguments(state, task))
 
 
 def emit(
     ctx: Context[Any],
     state: CompilerState,
+    tools: ToolSet | None,
     decision: Decision,
+    calls: Calls | None = None,
     on_not_run: Callable[[PlanTask, str, bool, Any], None] | None = None,
     rules: RunPolicies | None = None,
 ) -> None:
     """Publish what the scheduler decided: results of tasks that cannot run, and
-    ``TaskReady`` for each task to run now (with its arguments validated: a call that
-    does not fit the tool's schema is an error observation instead). `on_not_run` is
-    told of each task that will not run (task, message, skipped, arguments). Held tasks
-    (a ``TaskApprovalRequest``) and waits for a slot (``TaskWaiting``) go to the stream."""
+    ``TaskReady`` for each task to run now (its arguments validated and recorded in
+    `calls`: a call that does not fit the tool's schema is an error observation instead).
+    `on_not_run` is told of each task that will not run (task, message, skipped, arguments).
+    Held tasks (a ``TaskApprovalRequest``) and waits for a slot (``TaskWaiting``) go to the
+    stream."""
     rules = rules or RunPolicies()
     for task, message, skipped in decision.failed:
         if on_not_run is not None:
             on_not_run(task, message, skipped, task.kwargs)
         publish(ctx, not_run(task, state.run_id, message, skipped))
     for task, kwargs in decision.dispatch:
-        tool = state.toolset.get(task.tool) if state.toolset is not None else None
-        try:
-            args = kwargs if tool is None else validate_arguments(tool, kwargs)
-        except ValueError as e:
+        tool = tools.get(task.tool) if tools is not None else None
+        args, error = checked(tool, kwargs)
+        if error is not None:
             if on_not_run is not None:
-                on_not_run(task, str(e), False, kwargs)
-            publish(ctx, not_run(task, state.run_id, str(e), False))
+                on_not_run(task, error, False, kwargs)
+            publish(ctx, not_run(task, state.run_id, error, False))
             continue
+        if calls is not None:
+            calls.put(state.run_id, task.id, args)
         policy = rules.of(task.tool)
         ready = TaskReady(
             round=task.round,
@@ -68,7 +123,7 @@ def emit(
             tool_name=task.tool,
             args=args,
             policy=policy.shown(),
-            resource_keys=list(call_keys(policy, task.tool, args)),
+            resource_keys=list(call_keys(policy, task.tool, kwargs)),
             waited=decision.waited.get(task.id, 0.0),
         )
         publish(ctx, ready)
@@ -97,16 +152,17 @@ def held_request(
 
 
 def fan_in(ctx: Context[Any], state: CompilerState, ev: PlanEvent | TaskResult) -> JoinEvent | None:
-    """Feed the round's complete plan or a task's first result to ``collect_events``;
-    the ``JoinEvent`` once the plan and every task's result are in.
+    """The ``JoinEvent`` once the round's plan is complete and every task of it settled.
 
-    The count of results expected (tasks admitted so far) only grows, and the complete
-    plan keeps the batch open until the planner has finished.
+    A fold of the facts, not a buffer of events: the scheduler calls it for an event
+    that added facts, and only the one that completed the round finds it complete for
+    the first time (later events of the round add nothing and are not passed here). A
+    run rebuilt from its facts after a crash therefore joins exactly when it would have.
     """
     round = ev.round
-    expected: list[type[Event]] = [PlanEvent, *[TaskResult] * state.rounds[round].n_tasks]
-    buffer = f"{state.run_id}-round-{round}"
-    if ctx.collect_events(ev, expected, buffer_id=buffer) is None:
+    if round >= len(state.rounds) or not state.rounds[round].complete:
+        return None
+    if any(t.id not in state.outcomes for t in state.round_tasks(round)):
         return None
     join = JoinEvent(round=round, run_id=state.run_id)
     ctx.write_event_to_stream(join)
@@ -118,7 +174,7 @@ def not_run(task: PlanTask, run_id: str, message: str, skipped: bool) -> TaskRes
     ``event_id`` is the same however often the decision is made."""
     now = time.time()
     return TaskResult(
-        event_id=f"{idempotency_key(run_id, task.round, task.id)}:not-run",
+        event_id=f"{call_key(run_id, task.round, task.id)}:not-run",
         round=task.round,
         run_id=run_id,
         task_id=task.id,
@@ -142,15 +198,27 @@ def replan_event(state: CompilerState, round: int) -> ReplanEvent:
     )
 
 
-def return_direct(state: CompilerState, round: int) -> int | None:
+def return_direct(state: CompilerState, tools: ToolSet, round: int) -> int | None:
     """The id of a task of `round` whose tool is ``return_direct`` and succeeded."""
-    assert state.toolset is not None
     for task in state.round_tasks(round):
-        tool = state.toolset.get(task.tool)
+        tool = tools.get(task.tool)
         outcome = state.outcomes.get(task.id)
         if tool and tool.metadata.return_direct and outcome and not outcome.is_error:
             return task.id
     return None
+
+
+def approval_request(plan: PlanEvent, rules: RunPolicies | None = None) -> PlanApprovalRequest:
+    """The request for a verdict on a round's complete plan."""
+    shown = compiled(plan, rules)
+    return PlanApprovalRequest(round=plan.round, run_id=plan.run_id, plan=shown)
+
+
+def verdict_of(ev: PlanApprovalResponse) -> PlanApprovalResponse:
+    """The verdict `ev` gives, as recorded (its fields only)."""
+    return PlanApprovalResponse(
+        run_id=ev.run_id, round=ev.round, action=ev.action, plan_text=ev.plan_text, reason=ev.reason
+    )
 
 
 def compiled(plan: PlanEvent, rules: RunPolicies | None = None) -> CompiledPlan:
@@ -161,7 +229,9 @@ def compiled(plan: PlanEvent, rules: RunPolicies | None = None) -> CompiledPlan:
         tasks=plan.tasks,
         policies={t.tool: rules.of(t.tool).shown() for t in plan.tasks if t.error is None},
         errors=plan.errors,
+        error_kinds=plan.error_kinds,
         text=plan.text,
         thoughts=plan.thoughts,
         join_id=plan.join_id,
+        llm_call=plan.llm_call,
     )

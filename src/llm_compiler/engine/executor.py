@@ -11,7 +11,7 @@ from typing import Any
 from llama_index.core.tools import BaseTool
 
 from llm_compiler.events import TaskReady, TaskResult
-from llm_compiler.tools import call_tool, jsonable, validate_arguments
+from llm_compiler.tools import call_tool, jsonable
 from llm_compiler.tools.calls import calling
 from llm_compiler.tools.policy import DEFAULT_POLICY, ToolPolicy
 
@@ -48,9 +48,10 @@ async def run_task(
     sleep: Sleep = asyncio.sleep,
     on_attempt: OnAttempt | None = None,
 ) -> TaskResult:
-    """Validate arguments, call the tool under `timeout`, and report the outcome.
+    """Call the tool with the call's validated arguments (``ev.args``, see
+    :func:`~llm_compiler.engine.dispatch.checked`) under `timeout`; report the outcome.
 
-    The tool sees the call's stable :func:`~llm_compiler.tools.calls.idempotency_key`
+    The tool sees the call's stable :func:`~llm_compiler.idempotency_key`
     (the same on every try). A tool that raises anything (``TimeoutError`` and
     ``CancelledError`` included) gives an error observation; only a cancellation of the
     run itself propagates. A failure `policy` retries is tried again after its backoff
@@ -88,16 +89,13 @@ async def run_task(
 async def _try(
     ev: TaskReady, tool: BaseTool | None, timeout: float | None, context: Any, max_chars: int | None
 ) -> tuple[Any, bool, BaseException | None]:
-    """One try: (output, is_error, the error a retry policy may retry, if any)."""
+    """One try: (output, is_error, the error a retry policy may retry, if any). The
+    arguments were validated at dispatch."""
+    if tool is None:  # no retry finds a tool the run does not have
+        return _error(LookupError(f"This run has no tool {ev.tool_name!r}.")), True, None
     try:
-        if tool is None:
-            raise LookupError(f"This run has no tool {ev.tool_name!r}.")
-        kwargs = validate_arguments(tool, ev.args)
-    except Exception as e:  # noqa: BLE001 - bad arguments are data
-        return _error(e), True, None  # no retry makes a missing tool or bad arguments good
-    try:
-        with calling(ev.idempotency_key):
-            call = call_tool(tool, kwargs, context)
+        with calling(ev.call_key):
+            call = call_tool(tool, ev.args, context)
             output = jsonable(await asyncio.wait_for(_own_timeouts_only(call), timeout))
         return bounded(output, max_chars), False, None
     except asyncio.CancelledError as e:

@@ -22,7 +22,7 @@ from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.engine.llm import Metered, metered_call
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import CompilerStream, PlanEvent
-from llm_compiler.plan import PlanTask
+from llm_compiler.plan import PlanError, PlanTask, error_kind
 from llm_compiler.tools import ToolSet, bind, validate_arguments
 from llm_compiler.tracing import ModelPrice, Tracer, price_table
 
@@ -87,7 +87,7 @@ def check_task(task: PlanTask, tools: ToolSet) -> PlanTask:
         return _check_task(task, tools)
     except Exception as e:  # noqa: BLE001 - one bad line is one error observation
         message = f"Task {task.id} could not be checked: {type(e).__name__}: {str(e)[:200]}"
-        return task.model_copy(update={"error": message})
+        return task.failed(PlanError(message, "other"))
 
 
 def _check_task(task: PlanTask, tools: ToolSet) -> PlanTask:
@@ -96,15 +96,14 @@ def _check_task(task: PlanTask, tools: ToolSet) -> PlanTask:
     tool = tools.get(task.tool)
     if tool is None:
         available = ", ".join(sorted(tools.names))
-        return task.model_copy(
-            update={"error": f"Unknown tool {task.tool!r}. Available: {available}."}
-        )
+        message = f"Unknown tool {task.tool!r}. Available: {available}."
+        return task.failed(PlanError(message, "unknown_tool"))
     bound = bind(task, tool)
     if bound.error is None and not bound.deps:
         try:
             validate_arguments(tool, bound.kwargs)
         except ValueError as e:
-            return bound.model_copy(update={"error": str(e)})
+            return bound.failed(PlanError(str(e), "bad_arguments"))
     return bound
 
 
@@ -125,13 +124,12 @@ class Planner:
         self.prices = price_table(config.prices) if prices is None else prices
 
     def context(
-        self, state: CompilerState, prompt: PromptContext, constrained: bool
+        self, state: CompilerState, tools: ToolSet, prompt: PromptContext, constrained: bool
     ) -> PlannerContext:
-        """The dialect's view of this round."""
-        assert state.toolset is not None
+        """The dialect's view of this round, planned with `tools`."""
         return PlannerContext(
             prompt=prompt,
-            tools=list(state.toolset),
+            tools=list(tools),
             round=state.round,
             # Earlier rounds only: a round planned again after a crash numbers its tasks
             # as the first time, so the ones it already admitted keep their ids.
@@ -147,15 +145,14 @@ class Planner:
         )
 
     async def plan(
-        self, ctx: Context[Any], state: CompilerState, context: PlannerContext
+        self, ctx: Context[Any], state: CompilerState, tools: ToolSet, context: PlannerContext
     ) -> PlanEvent:
         """Stream the plan; return the round's complete ``PlanEvent`` (not yet published).
 
         In ``run`` mode each completed task goes to the scheduler at once; in the other
         modes tasks are only shown on the stream.
         """
-        assert state.toolset is not None
-        tools, round, run_id = state.toolset, context.round, state.run_id
+        round, run_id = context.round, state.run_id
         route = state.mode == "run"
         parser = self.dialect.plan_parser(context)
         tokens = TokenStream(ctx, self.name, "plan", round, self.config.stream_tokens)
@@ -201,11 +198,12 @@ class Planner:
         pending.extend(parser.finish())
         flush()
         errors = list(parser.errors)
-        if cut and not any("characters" in e for e in errors):
-            errors.append(
+        if cut and not any(error_kind(e) == "too_large" for e in errors):
+            message = (
                 f"The plan is longer than {context.max_plan_chars} characters; "
                 "the rest was not read."
             )
+            errors.append(PlanError(message, "too_large"))
         if not any(not t.is_join for t in checked):
             log_empty_plan(self.name, round, parser.text, errors)
         return PlanEvent(
@@ -217,8 +215,6 @@ class Planner:
             text=parser.text,
             errors=errors,
             join_id=parser.join_id,
-            prompt_tokens=call.prompt_tokens,
-            completion_tokens=call.completion_tokens,
             llm_call=call,
         )
 

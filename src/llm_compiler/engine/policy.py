@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from llama_index.core.tools import BaseTool
 
-from llm_compiler.events import TaskResult, idempotency_key
+from llm_compiler.events import TaskResult, call_key
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools.policy import DEFAULT_POLICY, ToolPolicy, declared
 
@@ -123,7 +123,7 @@ def resume_in_flight(task: PlanTask, run_id: str, policy: ToolPolicy) -> Resume:
     """The outcome of `task`, in flight at a crash, by its tool's side-effect class:
     ``pure`` and ``idempotent`` run again (with the same idempotency key);
     ``at_most_once`` gets the error observation "outcome unknown after a crash"."""
-    key = idempotency_key(run_id, task.round, task.id)
+    key = call_key(run_id, task.round, task.id)
     if policy.side_effect != "at_most_once":
         return Resume(rerun=True, idempotency_key=key)
     now = time.time()

@@ -12,7 +12,7 @@ any way but success, and the run is then cancelled through ``handler.cancel_run(
 Upstream cause (workflows 2.26.1, ``runtime/control_loop/runner.py``): step tasks started
 by ``adapter.wait_for_next_task`` join ``worker_tasks`` only after that call returns, so a
 cancellation during the wait leaves them out of ``cleanup_tasks``. No upstream issue
-exists for it yet; ``tests/hostile/test_hostile_cancel.py`` reproduces it.
+exists for it yet; ``tests/engine/test_hostile_cancel.py`` reproduces it.
 """
 
 from __future__ import annotations
@@ -128,6 +128,13 @@ class RunTools:
                 self._sets.popitem(last=False)
         self._sets.move_to_end(run_id)
         return await asyncio.shield(future)
+
+    def known(self, run_id: str) -> ToolSet | None:
+        """The tools of `run_id` if this process has them already (nothing is built)."""
+        future = self._sets.get(run_id)
+        if future is None or not future.done() or future.cancelled() or future.exception():
+            return None
+        return future.result()
 
     def put(self, run_id: str, tools: ToolSet) -> None:
         """Record the tools a run was started with."""

@@ -25,7 +25,6 @@ from llm_compiler.engine.state import (
     CompilerState,
     RoundState,
     SchedStep,
-    TaskOutcome,
     TaskVerdict,
 )
 from llm_compiler.events import PlanEvent, TaskApprovalResponse, TaskResult
@@ -99,7 +98,7 @@ class Book:
         self,
         entry: SchedStep,
         tasks: Mapping[int, PlanTask],
-        outcomes: Mapping[int, TaskOutcome],
+        outcomes: Mapping[int, TaskResult],
     ) -> Decision:
         """Fold one log entry in; return the decision it makes."""
         out = Decision()
@@ -124,7 +123,7 @@ class Book:
             return []
         return list(self.held)
 
-    def _admit(self, task: PlanTask, outcomes: Mapping[int, TaskOutcome], out: Decision) -> None:
+    def _admit(self, task: PlanTask, outcomes: Mapping[int, TaskResult], out: Decision) -> None:
         self.admitted.add(task.id)
         error = task.error or self._bad_deps(task)
         if error is not None:
@@ -152,7 +151,7 @@ class Book:
         self,
         task_id: int,
         tasks: Mapping[int, PlanTask],
-        outcomes: Mapping[int, TaskOutcome],
+        outcomes: Mapping[int, TaskResult],
         out: Decision,
     ) -> None:
         self.settled.add(task_id)
@@ -170,7 +169,7 @@ class Book:
                     still.append(tid)
             self.blocked = still
 
-    def _ready(self, task: PlanTask, outcomes: Mapping[int, TaskOutcome], out: Decision) -> None:
+    def _ready(self, task: PlanTask, outcomes: Mapping[int, TaskResult], out: Decision) -> None:
         failed = [d for d in task.deps if outcomes[d].is_error]
         assert self.rules is not None
         if failed:
@@ -201,13 +200,13 @@ class Book:
         self.edits[tid] = dict(verdict.args or {}) if verdict.action == "edit" else {}
         self._queue(tid)
 
-    def arguments(self, task: PlanTask, outcomes: Mapping[int, TaskOutcome]) -> dict[str, Any]:
+    def arguments(self, task: PlanTask, outcomes: Mapping[int, TaskResult]) -> dict[str, Any]:
         """`task`'s arguments: its inputs' results put in, and a verdict's edits."""
         results = {d: outcomes[d].output for d in task.deps}
         return {**resolve_kwargs(task.kwargs, results), **self.edits.get(task.id, {})}
 
     def _fill(
-        self, tasks: Mapping[int, PlanTask], outcomes: Mapping[int, TaskOutcome], out: Decision
+        self, tasks: Mapping[int, PlanTask], outcomes: Mapping[int, TaskResult], out: Decision
     ) -> None:
         """Dispatch queued tasks whose slots are free, in priority order."""
         if not self.queued:
@@ -315,7 +314,7 @@ def runnable(state: CompilerState, task_id: int, needs_approval: bool = False) -
     if task is None or task.error is not None or task_id in state.outcomes:
         return False
     if needs_approval:
-        verdict = verdict_of(state, task_id)
+        verdict = task_verdict(state, task_id)
         if verdict is None or verdict.action == "reject":
             return False
     deps = [state.outcomes.get(d) for d in task.deps]
@@ -326,12 +325,12 @@ def task_arguments(state: CompilerState, task: PlanTask) -> dict[str, Any]:
     """`task`'s arguments from the facts: its inputs' results put in, and the edits of
     the verdict it got (if it was held)."""
     results = {d: state.outcomes[d].output for d in task.deps}
-    verdict = verdict_of(state, task.id)
+    verdict = task_verdict(state, task.id)
     edits = (verdict.args or {}) if verdict is not None and verdict.action == "edit" else {}
     return {**resolve_kwargs(task.kwargs, results), **edits}
 
 
-def verdict_of(state: CompilerState, task_id: int) -> TaskVerdict | None:
+def task_verdict(state: CompilerState, task_id: int) -> TaskVerdict | None:
     """The verdict recorded on held task `task_id`, if any."""
     for entry in reversed(state.log):
         if entry.verdict is not None and entry.verdict.task_id == task_id:
@@ -345,7 +344,7 @@ class Facts:
 
     entry: SchedStep
     tasks: list[PlanTask] = field(default_factory=list)
-    outcome: TaskOutcome | None = None
+    outcome: TaskResult | None = None
 
 
 def facts_of(
@@ -383,7 +382,7 @@ def facts_of(
     if tid not in book.running and tid not in book.failing:
         return None
     entry.settle = tid
-    return Facts(entry, outcome=TaskOutcome.from_result(ev))
+    return Facts(entry, outcome=ev)
 
 
 def _verdict_facts(
@@ -417,12 +416,9 @@ def with_facts(state: CompilerState, facts: Facts, plan: PlanEvent | None) -> Co
         if plan is not None and plan.round == round:
             record.text, record.thoughts = plan.text, plan.thoughts
             record.errors, record.join_id = plan.errors, plan.join_id
-            record.plan_tokens = (plan.prompt_tokens, plan.completion_tokens)
             record.complete = True
             if plan.llm_call is not None:
                 update["llm_calls"] = [*state.llm_calls, plan.llm_call]
         rounds[round] = record
     update["rounds"] = rounds
-    new = state.model_copy(update=update)
-    new.prompt_tokens, new.completion_tokens = new.usage()
-    return new
+    return state.model_copy(update=update)

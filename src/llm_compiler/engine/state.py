@@ -2,9 +2,9 @@
 
 Read it with ``await handler.ctx.store.get_state()``. Every field is JSON-safe (a tool
 output that is not becomes its text), so a run's context survives ``to_dict`` and
-``from_dict``; only ``memory`` and ``toolset`` (live objects) are left out of
-serialization and rebuilt on resume (the memory from ``transcript``, the tools from the
-workflow's tools and its retriever's choice, ``tool_names``).
+``from_dict``; only ``memory`` (a live object) is left out of serialization and rebuilt
+on resume from ``transcript``. The run's live tools are not state: the workflow keeps them
+per run, and a process that resumes the run looks them up once by ``tool_names``.
 
 The state holds facts only: tasks (admitted once, by id), their outcomes (settled once),
 the scheduler's journal of the events it took (``log``), each round's plan and verdict,
@@ -25,29 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llm_compiler.dialects.prompting import RoundRecord, TaskRecord
 from llm_compiler.events import PlanApprovalResponse, PlanEvent, RunMode, TaskResult
 from llm_compiler.plan import PlanTask
-from llm_compiler.tools import ToolSet
-from llm_compiler.tracing.usage import LLMCallUsage
-
-
-class TaskOutcome(BaseModel):
-    """The observation of a finished task (from the first ``TaskResult`` for it)."""
-
-    output: Any = None
-    is_error: bool = False
-    skipped: bool = False
-    started_at: float = 0.0
-    finished_at: float = 0.0
-
-    @classmethod
-    def from_result(cls, ev: TaskResult) -> TaskOutcome:
-        """The outcome a ``TaskResult`` reports."""
-        return cls(
-            output=ev.output,
-            is_error=ev.is_error,
-            skipped=ev.skipped,
-            started_at=ev.started_at,
-            finished_at=ev.finished_at,
-        )
+from llm_compiler.tracing.usage import LLMCallUsage, Usage
 
 
 class RoundState(BaseModel):
@@ -61,10 +39,6 @@ class RoundState(BaseModel):
     complete: bool = False
     joiner_thought: str | None = None
     replan_reason: str | None = None
-    plan_tokens: tuple[int, int] = (0, 0)
-    """The planner call's (prompt, completion) tokens, where reported."""
-    join_tokens: tuple[int, int] = (0, 0)
-    """The joiner calls' (prompt, completion) tokens, where reported."""
 
 
 class TaskVerdict(BaseModel):
@@ -107,15 +81,14 @@ class CompilerState(BaseModel):
         round: The current planning round (0 for the first plan).
         replans: How many times the joiner asked to replan (capped by ``max_replans``).
         tasks: The plan DAG of every round, by task id (edges are ``PlanTask.deps``).
-        outcomes: Observations of finished tasks, by task id.
+        outcomes: The first ``TaskResult`` of each settled task, by task id (its
+            observation: output, error, timing).
         log: The scheduler's journal: the events it took, in order (see ``SchedStep``).
         rounds: One record per round.
         answer: The run's answer, once given (a step run again after a crash returns it).
         direct: The id of the ``return_direct`` task that gave the answer, if one did.
-        prompt_tokens / completion_tokens: LLM token usage of this question, where reported
-            (the sums over ``rounds``).
-        llm_calls: Tokens, cost and timing of each planner and joiner call of this question.
-        toolset: The run's tools (live objects: not serialized; rebuilt on resume).
+        llm_calls: Tokens, cost and timing of each planner and joiner call of this question:
+            one record per call, the only one (totals are sums over it, see ``usage``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -130,16 +103,13 @@ class CompilerState(BaseModel):
     round: int = 0
     replans: int = 0
     tasks: dict[int, PlanTask] = Field(default_factory=dict)
-    outcomes: dict[int, TaskOutcome] = Field(default_factory=dict)
+    outcomes: dict[int, TaskResult] = Field(default_factory=dict)
     log: list[SchedStep] = Field(default_factory=list)
     rounds: list[RoundState] = Field(default_factory=list)
     answer: str | None = None
     direct: int | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
     llm_calls: list[LLMCallUsage] = Field(default_factory=list)
     memory: BaseMemory | None = Field(default=None, exclude=True)
-    toolset: ToolSet | None = Field(default=None, exclude=True)
 
     def round_tasks(self, round: int) -> list[PlanTask]:
         """Tasks of one round, in id order."""
@@ -160,11 +130,9 @@ class CompilerState(BaseModel):
         tasks it already admitted keep their ids (and their results)."""
         return max(self.taken_ids(round), default=0) + 1
 
-    def usage(self) -> tuple[int, int]:
-        """(prompt, completion) tokens of every planner and joiner call of the question."""
-        prompt = sum(r.plan_tokens[0] + r.join_tokens[0] for r in self.rounds)
-        completion = sum(r.plan_tokens[1] + r.join_tokens[1] for r in self.rounds)
-        return prompt, completion
+    def usage(self, round: int | None = None) -> Usage:
+        """Tokens and cost of every planner and joiner call of the question (of `round`)."""
+        return Usage.total(c for c in self.llm_calls if round is None or c.round == round)
 
 
 def round_records(state: CompilerState, max_chars: int) -> list[RoundRecord]:

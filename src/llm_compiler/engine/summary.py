@@ -9,14 +9,16 @@ from llama_index.core.agent.workflow import AgentOutput
 from pydantic import BaseModel, Field, computed_field
 
 from llm_compiler.engine.state import CompilerState
-from llm_compiler.plan import resolve_kwargs
+from llm_compiler.events import TaskResult
+from llm_compiler.plan import PlanTask, resolve_kwargs
 from llm_compiler.tracing.usage import LLMCallUsage, Usage
 
 TaskStatus = Literal["done", "error", "skipped", "not_run"]
 
 
 class TaskSummary(BaseModel):
-    """One task of a run.
+    """One task of a run: its plan line and the ``TaskResult`` that settled it, in one view
+    (made by :meth:`of`; the state keeps only those two facts).
 
     Attributes:
         id: The task id (unique across rounds).
@@ -44,6 +46,15 @@ class TaskSummary(BaseModel):
     def duration(self) -> float:
         """Seconds the tool ran."""
         return max(0.0, self.finished_at - self.started_at)
+
+    @classmethod
+    def of(cls, task: PlanTask, result: TaskResult | None) -> TaskSummary:
+        """The view of `task`, settled by `result` (None: the run ended first)."""
+        view = cls(id=task.id, round=task.round, tool=task.tool, args=task.kwargs, deps=task.deps)
+        if result is not None:
+            view.status, view.output = result.status, result.output
+            view.started_at, view.finished_at = result.started_at, result.finished_at
+        return view
 
 
 class RoundSummary(BaseModel):
@@ -75,7 +86,7 @@ class RunSummary(BaseModel):
         return_direct: The task of a ``return_direct`` tool that ended the run, if any,
             with its resolved arguments in ``args``.
         prompt_tokens / completion_tokens: Tokens of the planner and joiner calls (the
-            server's report, else counted; see ``llm_calls``).
+            server's report, else counted; ``usage``'s, repeated).
         usage: Tokens and cost of the whole run (cost None if a model has no price).
         llm_calls: Each planner and joiner call: tokens, cost, timing.
         llm_seconds / tool_seconds: Wall-clock seconds in LLM calls, and with at least
@@ -132,25 +143,11 @@ def summarize(
     state: CompilerState, answer: str, dialect: str, direct: int | None = None
 ) -> RunSummary:
     """The typed summary of the run in `state`."""
-    tasks = []
-    for task in sorted(state.tasks.values(), key=lambda t: t.id):
-        outcome = state.outcomes.get(task.id)
-        status: TaskStatus = "not_run"
-        if outcome is not None:
-            status = "skipped" if outcome.skipped else "error" if outcome.is_error else "done"
-        tasks.append(
-            TaskSummary(
-                id=task.id,
-                round=task.round,
-                tool=task.tool,
-                args=task.kwargs,
-                deps=task.deps,
-                status=status,
-                output=None if outcome is None else outcome.output,
-                started_at=0.0 if outcome is None else outcome.started_at,
-                finished_at=0.0 if outcome is None else outcome.finished_at,
-            )
-        )
+    tasks = [
+        TaskSummary.of(task, state.outcomes.get(task.id))
+        for task in sorted(state.tasks.values(), key=lambda t: t.id)
+    ]
+    usage = state.usage()
     direct_summary = None
     if direct is not None:
         task = state.tasks[direct]
@@ -164,9 +161,9 @@ def summarize(
         replans=state.replans,
         tasks=tasks,
         return_direct=direct_summary,
-        prompt_tokens=state.prompt_tokens,
-        completion_tokens=state.completion_tokens,
-        usage=Usage.total(state.llm_calls),
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        usage=usage,
         llm_calls=state.llm_calls,
         llm_seconds=covered((c.started_at, c.finished_at) for c in state.llm_calls),
         tool_seconds=covered((t.started_at, t.finished_at) for t in tasks),
@@ -181,7 +178,7 @@ def round_summary(state: CompilerState, round: int) -> RoundSummary:
         task_ids=[t.id for t in state.round_tasks(round)],
         errors=record.errors,
         replan_reason=record.replan_reason,
-        usage=Usage.total(c for c in state.llm_calls if c.round == round),
+        usage=state.usage(round),
     )
 
 

@@ -16,9 +16,9 @@ The run's state holds facts only (:mod:`.state`), and every step can run again a
 crash with its own writes already committed, finding them and doing the same: the start
 is idempotent by run id, the scheduler journals the events it took and derives its
 bookkeeping from that journal, the plan and join steps return what they recorded. The
-scheduler runs with one worker; it fans the task results back in with
-``ctx.collect_events`` over ``[PlanEvent, TaskResult * n]``, fed only with the complete
-plan and each task's first result, where ``n`` (tasks admitted so far) only grows.
+scheduler runs with one worker; it joins when the facts say the round's plan is complete
+and every task of it settled (a fold of the state, so a run rebuilt from its facts joins
+as it would have).
 """
 
 from __future__ import annotations
@@ -26,26 +26,36 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from llama_index.core.llms import LLM, ChatMessage, MessageRole
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.objects import ObjectRetriever
-from llama_index.core.settings import Settings
 from llama_index.core.tools import BaseTool
 from workflows import Context, Workflow, step
 from workflows.events import StopEvent
 from workflows.handler import WorkflowHandler
 
-from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config
-from llm_compiler.dialects.base import DirectAnswer, PlanDialect
+from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config, split_config
+from llm_compiler.dialects.base import DirectAnswer, JoinerDecision, PlanDialect
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
-from llm_compiler.dialects.thought_action import JoinerDecision
-from llm_compiler.engine.dispatch import compiled, emit, fan_in, replan_event, return_direct
+from llm_compiler.engine.dispatch import (
+    Calls,
+    approval_request,
+    compiled,
+    emit,
+    fan_in,
+    not_run,
+    prepare,
+    replan_event,
+    return_direct,
+    verdict_of,
+)
 from llm_compiler.engine.executor import run_task
-from llm_compiler.engine.llm import Metered, TokenUsage, is_chat, metered_call, require_llm
+from llm_compiler.engine.llm import Metered, default_llm, is_chat, metered_call, require_llm
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.engine.policy import Resume, RunPolicies, resume_in_flight
 from llm_compiler.engine.runs import RunRegistry, RunTools
@@ -55,7 +65,6 @@ from llm_compiler.engine.scheduler import (
     facts_of,
     fold,
     runnable,
-    task_arguments,
     with_facts,
 )
 from llm_compiler.engine.state import CompilerState, round_records
@@ -80,8 +89,17 @@ from llm_compiler.tools import ToolLike, ToolSet, tool_map
 from llm_compiler.tools.policy import ToolPolicy
 from llm_compiler.tracing import Tracer, price_table
 from llm_compiler.tracing.spans import Active
+from llm_compiler.tracing.usage import LLMCallUsage
 
 __all__ = ["MAX_PARALLEL_TOOLS", "LLMCompilerWorkflow"]
+
+
+@dataclass
+class JoinVerdict:
+    """The joiner's decision on a round, and the calls it took to make it."""
+
+    decision: JoinerDecision
+    calls: list[LLMCallUsage]
 
 
 class LLMCompilerWorkflow(Workflow):
@@ -124,8 +142,7 @@ class LLMCompilerWorkflow(Workflow):
         system_prompt: str | None = None,
         **options: Any,
     ) -> None:
-        fields = set(CompilerConfig.model_fields)
-        overrides = {k: options.pop(k) for k in list(options) if k in fields}
+        overrides = split_config(options)
         require_llm(llm)
         super().__init__(timeout=timeout, **options)
         self.config = make_config(config, overrides)
@@ -134,7 +151,7 @@ class LLMCompilerWorkflow(Workflow):
         if dialect is not None and (planner_examples is not None or joiner_examples is not None):
             raise ConfigurationError("Give examples to the dialect, not beside dialect=.")
         self.tools = tool_map(tools)
-        self.llm = llm or Settings.llm
+        self.llm = llm or default_llm()
         default = LLMCompilerDialect(planner_examples, joiner_examples)
         self.dialect: PlanDialect = default if dialect is None else dialect
         self.tool_retriever = tool_retriever
@@ -152,6 +169,7 @@ class LLMCompilerWorkflow(Workflow):
         """Awaited before each try of a tool call (a durable runtime records there that an
         ``at_most_once`` call started; see :meth:`after_crash`)."""
         self._run_tools = RunTools()
+        self._calls = Calls()
 
     def run(
         self, ctx: Context | None = None, start_event: Any = None, **kwargs: Any
@@ -173,12 +191,18 @@ class LLMCompilerWorkflow(Workflow):
         return handler
 
     def _rules(self, state: CompilerState) -> RunPolicies:
-        """The policies of the run's tools (the workflow's own if the state has none),
-        its cap and task order."""
-        tools = state.toolset if state.toolset is not None else self.tools.values()
+        """The policies of the run's tools (the workflow's own if this process does not
+        hold the run's tool set), its cap and task order."""
+        known = self._run_tools.known(state.run_id)
+        tools = known if known is not None else self.tools.values()
         return RunPolicies.build(
             tools, self.config.tool_policies, self.config.concurrency, self.config.task_order
         )
+
+    def run_policies(self, state: CompilerState) -> RunPolicies:
+        """The policies, cap and task order the run of `state` is scheduled under (what a
+        runtime that folds the run's journal must fold it with)."""
+        return self._rules(state)
 
     def policy_of(self, state: CompilerState, tool: str) -> ToolPolicy:
         """The policy the run of `state` applies to `tool`."""
@@ -219,22 +243,29 @@ class LLMCompilerWorkflow(Workflow):
         if isinstance(ev, ReplanEvent) and (self._stale(ev, state) or ev.round != state.round):
             return None  # a late event of an earlier, cancelled run on this context
         if state.held is not None and state.held.round == state.round:
-            # This round's plan is made and waits for a verdict: ask again, plan nothing.
-            held, plan = state.held, compiled(state.held, self._rules(state))
-            return PlanApprovalRequest(round=held.round, run_id=held.run_id, plan=plan)
-        context = self._planner.context(state, self._prompt(state), self._constrained())
+            # Made before, waits for a verdict: ask again.
+            return approval_request(state.held, self._rules(state))
+        tools = await self._tools(state)
+        context = self._planner.context(state, tools, self._prompt(state), self._constrained())
         self._tracer.start_round(state.run_id, state.round)
-        final = await self._planner.plan(ctx, state, context)
+        final = await self._planner.plan(ctx, state, tools, context)
         ctx.write_event_to_stream(final)
+        if state.mode == "run":
+            return final  # the scheduler records it, with the planner call that made it
+        await self._hold(ctx, final, approve=state.mode == "approve")
         rules = self._rules(state)
         if state.mode == "plan_only":
             return StopEvent(result=compiled(final, rules))
-        if state.mode == "approve":
-            async with ctx.store.edit_state() as s:
-                s.held, s.verdict = final, None
-            plan = compiled(final, rules)
-            return PlanApprovalRequest(round=final.round, run_id=final.run_id, plan=plan)
-        return final
+        return approval_request(final, rules)
+
+    async def _hold(self, ctx: Context[CompilerState], plan: PlanEvent, approve: bool) -> None:
+        """Record, in one write, a plan no scheduler takes now: the planner call that made
+        it and, in ``approve`` mode, the plan itself, waiting for a verdict."""
+        async with ctx.store.edit_state() as s:
+            if plan.llm_call is not None:
+                s.llm_calls = [*s.llm_calls, plan.llm_call]
+            if approve:
+                s.held, s.verdict = plan, None
 
     @step
     async def review(
@@ -243,7 +274,9 @@ class LLMCompilerWorkflow(Workflow):
         """Run the held plan as approved or edited, or end the run if it was rejected.
 
         The first verdict on a plan is the one that counts: it is recorded, and a step
-        run again (or a second response) acts on the recorded verdict.
+        run again (or a second response) acts on the recorded verdict. An edited plan is
+        streamed as a complete ``PlanEvent`` with ``replaces=True``: it replaces the plan
+        streamed for its round before (whose task ids it may reuse).
         """
         state = await self._state(ctx)
         held = state.held
@@ -251,34 +284,34 @@ class LLMCompilerWorkflow(Workflow):
             return None  # no plan is waiting (a late response)
         if (ev.run_id, ev.round) != (held.run_id, held.round):
             return None  # it answers another plan (late, duplicate or forged)
-        verdict = state.verdict
-        if verdict is None:
-            verdict = PlanApprovalResponse(
-                run_id=ev.run_id,
-                round=ev.round,
-                action=ev.action,
-                plan_text=ev.plan_text,
-                reason=ev.reason,
-            )
-            async with ctx.store.edit_state() as s:
-                s.verdict = verdict
-            state.verdict = verdict
+        verdict = state.verdict or verdict_of(ev)
         if verdict.action == "reject":
             reason = verdict.reason
             answer = f"The plan was rejected{': ' + reason if reason else '.'}"
-            return StopEvent(result=await self._finish(ctx, state, answer))
-        # A new event each time: if the scheduler took this plan before (a second
-        # response), it adds nothing and decides nothing.
-        plan = held.model_copy(update={"event_id": uuid.uuid4().hex})
+            return StopEvent(result=await self._finish(ctx, state, answer, verdict=verdict))
+        if state.verdict is None:
+            async with ctx.store.edit_state() as s:
+                s.verdict = verdict
+        plan = self._approved(state, await self._tools(state), held, verdict)
         if verdict.action == "edit":
-            assert state.toolset is not None
-            context = self._planner.context(state, self._prompt(state), False)
-            plan = parse_plan_text(self.dialect, context, verdict.plan_text or "", state.toolset)
-            plan.run_id = state.run_id
             ctx.write_event_to_stream(plan)
         if plan.tasks:
             publish(ctx, PlanEvent(round=plan.round, tasks=plan.tasks, run_id=plan.run_id))
         return plan
+
+    def _approved(
+        self, state: CompilerState, tools: ToolSet, held: PlanEvent, verdict: PlanApprovalResponse
+    ) -> PlanEvent:
+        """The plan to run: the held one, or the edited text parsed and checked.
+
+        A new event each time: if the scheduler took this plan before (a second
+        response), it adds nothing and decides nothing. Its planner call is recorded.
+        """
+        if verdict.action != "edit":
+            return held.model_copy(update={"event_id": uuid.uuid4().hex, "llm_call": None})
+        context = self._planner.context(state, tools, self._prompt(state), False)
+        plan = parse_plan_text(self.dialect, context, verdict.plan_text or "", tools)
+        return plan.model_copy(update={"run_id": state.run_id, "replaces": True})
 
     async def compile_plan(self, user_msg: str, **kwargs: Any) -> CompiledPlan:
         """The plan for `user_msg`, compiled and checked but not run."""
@@ -321,14 +354,15 @@ class LLMCompilerWorkflow(Workflow):
                 transcript=list(history),
                 tool_names=toolset.names,
                 memory=memory,
-                toolset=toolset,
             )
         )
 
     async def _toolset(self, question: str, names: Sequence[str] | None = None) -> ToolSet:
-        """This run's tools: the workflow's own plus the retriever's choice for `question`."""
+        """This run's tools: the workflow's own plus the retriever's choice for `question`
+        (of `names` only, if given: the retriever is asked only for tools not our own)."""
         retrieved: list[BaseTool] = []
-        if self.tool_retriever is not None:
+        ours = names is not None and set(names) <= set(self.tools)
+        if self.tool_retriever is not None and not ours:
             retrieved = list(await self.tool_retriever.aretrieve(question))
         toolset = ToolSet.build(self.tools, retrieved)
         if names is not None:  # a resumed run keeps the tools it was planned with
@@ -336,19 +370,22 @@ class LLMCompilerWorkflow(Workflow):
         return toolset
 
     async def _state(self, ctx: Context[CompilerState]) -> CompilerState:
-        """The committed state (a copy) with the run's tool set; writes nothing.
+        """The committed state (a copy): a read, nothing more."""
+        return await ctx.store.get_state()
 
-        A durable store keeps no live objects: the tool set is the one the run chose at
-        its start, kept per run in this process, or, in a process that resumes the run,
-        rebuilt once from its ``tool_names`` (one retriever call).
+    async def _tools(self, state: CompilerState) -> ToolSet:
+        """The run's tools, as chosen at its start (their names are ``tool_names``).
+
+        A durable store keeps no live objects: the tool set is kept per run in this
+        process, or, in a process that resumes the run, looked up once by those names
+        (the retriever's tools by asking it again: one call).
         """
-        state = await ctx.store.get_state()
-        if state.toolset is None and state.question:
-            question, names = state.question, list(state.tool_names)
-            state.toolset = await self._run_tools.get(
-                state.run_id, lambda: self._toolset(question, names)
-            )
-        return state
+        question, names = state.question, list(state.tool_names)
+        return await self._run_tools.get(state.run_id, lambda: self._toolset(question, names))
+
+    def run_tools(self, run_id: str) -> ToolSet | None:
+        """The tools run `run_id` of this instance uses (None if this process has none)."""
+        return self._run_tools.known(run_id)
 
     def _prompt(self, state: CompilerState, last_round: bool = False) -> PromptContext:
         budget = self.config.max_prompt_chars
@@ -385,12 +422,14 @@ class LLMCompilerWorkflow(Workflow):
         (:mod:`.scheduler`). An event that adds nothing (a duplicate, late or forged
         result, a task id seen before) is ignored. This step run again after a crash,
         its facts already written, finds its event last in the log and makes the same
-        decision again. A ready task's resolved arguments are validated against the
-        tool's schema here: a call that does not fit is an error observation.
+        decision again. A ready task's arguments, resolved by the fold, are validated
+        against the tool's schema here, once: a call that does not fit is an error
+        observation.
         """
         state = await self._state(ctx)
         if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
+        await self._tools(state)  # the run's tools, for _emit (which checks arguments)
         book = self._books.get(state)
         pos = book.events.get(ev.event_id)
         if pos is not None:
@@ -423,7 +462,9 @@ class LLMCompilerWorkflow(Workflow):
                 state.run_id, task.id, task.round, task.tool, task.deps, args, message, skipped
             )
 
-        emit(ctx, state, decision, on_not_run=traced, rules=self._rules(state))
+        tools = self._run_tools.known(state.run_id)
+        rules = self._rules(state)
+        emit(ctx, state, tools, decision, self._calls, on_not_run=traced, rules=rules)
 
     # ------------------------------------------------------------------ executor
 
@@ -432,7 +473,7 @@ class LLMCompilerWorkflow(Workflow):
         """Run one tool call; failures and timeouts become error observations.
 
         Only a task of the plan that the scheduler dispatched and nobody settled runs,
-        with arguments resolved again from the facts (never taken from the event).
+        with the arguments it was dispatched with (never taken from the event).
         """
         state = await self._state(ctx)
         if self._stale(ev, state):
@@ -443,16 +484,27 @@ class LLMCompilerWorkflow(Workflow):
             return None  # not a task of the plan
         if not self._dispatched(state, ev.task_id, policy.requires_approval):
             return None  # not dispatched, not approved, or settled
-        args = task_arguments(state, task)
-        ready = ev.model_copy(update={"args": args, "tool_name": task.tool})
-        tool = state.toolset.get(task.tool) if state.toolset is not None else None
-        context = ctx if self.tool_context is None else self.tool_context
-        task = state.tasks.get(ev.task_id)
-        deps = task.deps if task is not None else []
-        span = self._tracer.start_task(
-            ev.run_id, ev.task_id, ev.round, ev.tool_name, deps, ev.args, tool
+        tool = (await self._tools(state)).get(task.tool)
+        args = self._calls.take(state.run_id, task.id)
+        if args is None:  # dispatched by another process (a resumed run)
+            args, error = prepare(state, task, tool)
+            if error is not None:
+                failed = not_run(task, state.run_id, error, False)
+                ctx.write_event_to_stream(failed)
+                return failed
+        ready = TaskReady(
+            round=task.round,
+            run_id=state.run_id,
+            task_id=task.id,
+            tool_name=task.tool,
+            args=args,
+            waited=ev.waited,  # shown only
         )
-        with self._runs.tool_call(ev.run_id), Active(span):  # the tool's spans nest in it
+        span = self._tracer.start_task(
+            state.run_id, task.id, task.round, task.tool, task.deps, args, tool
+        )
+        context = ctx if self.tool_context is None else self.tool_context
+        with self._runs.tool_call(state.run_id), Active(span):  # the tool's spans nest in it
             result = await run_task(
                 ready,
                 tool,
@@ -463,8 +515,8 @@ class LLMCompilerWorkflow(Workflow):
                 sleep=self.retry_sleep,
                 on_attempt=partial(self._started, ctx, ready, policy.side_effect),
             )
-        self._tracer.end_task(ev.run_id, ev.task_id, result.output, result.is_error, False)
-        result.run_id = ev.run_id
+        self._tracer.end_task(state.run_id, task.id, result.output, result.is_error, False)
+        result.run_id = state.run_id
         ctx.write_event_to_stream(result)
         return result
 
@@ -487,7 +539,7 @@ class LLMCompilerWorkflow(Workflow):
             attempt=attempt,
             attempts=attempts,
             side_effect=side_effect,
-            idempotency_key=ev.idempotency_key,
+            idempotency_key=ev.call_key,
             error=error,
         )
         if attempt > 1:
@@ -522,7 +574,7 @@ class LLMCompilerWorkflow(Workflow):
             return StopEvent(result=self._output(state, state.answer, state.direct))
         if ev.round < state.round:  # the verdict on this round was to replan (recorded)
             return replan_event(state, ev.round)
-        direct = return_direct(state, ev.round)
+        direct = return_direct(state, await self._tools(state), ev.round)
         if direct is not None:
             output = state.outcomes[direct].output
             answer = output if isinstance(output, str) else str(output)
@@ -533,35 +585,44 @@ class LLMCompilerWorkflow(Workflow):
             if direct_answer is not None:
                 return StopEvent(result=await self._finish(ctx, state, direct_answer))
         last = state.replans >= self.config.max_replans
-        spent = TokenUsage()
-        decision = await self._decide(ctx, state, ev.round, last, spent)
-        if not decision.content.strip() and decision.action == "finish":
-            decision = await self._decide(ctx, state, ev.round, last, spent)  # once more
-            if not decision.content.strip():
-                if last:
-                    raise RunError(
-                        f"The joiner gave no answer in round {ev.round}, twice, and no "
-                        "replan is left."
-                    )
-                decision = JoinerDecision(
-                    "replan", "The joiner gave no answer; plan again.", decision.thought
-                )
+        verdict = await self._verdict(ctx, state, ev.round, last)
+        decision = verdict.decision
         if decision.action == "replan" and not last:
-            return await self._replan(ctx, state, ev.round, decision)
+            return await self._replan(ctx, state, ev.round, verdict)
         answer = decision.content
         if decision.action == "replan":  # out of rounds: the best we have
             answer = decision.thought or decision.content
-        return StopEvent(result=await self._finish(ctx, state, answer))
+        return StopEvent(result=await self._finish(ctx, state, answer, calls=verdict.calls))
+
+    async def _verdict(
+        self, ctx: Context[CompilerState], state: CompilerState, round: int, last: bool
+    ) -> JoinVerdict:
+        """The joiner's decision on `round` and the calls it took (recorded by the caller).
+
+        A blank answer is asked again once, then replanned (on the last round: a
+        :class:`RunError`, with the calls recorded).
+        """
+        decision, call = await self._decide(ctx, state, round, last)
+        calls = [call]
+        if decision.content.strip() or decision.action != "finish":
+            return JoinVerdict(decision, calls)
+        decision, call = await self._decide(ctx, state, round, last)  # once more
+        calls.append(call)
+        if decision.content.strip():
+            return JoinVerdict(decision, calls)
+        if last:
+            async with ctx.store.edit_state() as s:
+                s.llm_calls = [*s.llm_calls, *calls]
+            raise RunError(
+                f"The joiner gave no answer in round {round}, twice, and no replan is left."
+            )
+        again = JoinerDecision("replan", "The joiner gave no answer; plan again.", decision.thought)
+        return JoinVerdict(again, calls)
 
     async def _decide(
-        self,
-        ctx: Context[CompilerState],
-        state: CompilerState,
-        round: int,
-        last: bool,
-        spent: TokenUsage,
-    ) -> JoinerDecision:
-        """One joiner call; `spent` (this step's calls) is recorded as the round's usage."""
+        self, ctx: Context[CompilerState], state: CompilerState, round: int, last: bool
+    ) -> tuple[JoinerDecision, LLMCallUsage]:
+        """One joiner call: its decision and its usage record."""
         request = self.dialect.joiner_request(self._prompt(state, last_round=last))
         tokens = TokenStream(ctx, self.name, "join", round, self.config.stream_tokens)
         tokens.add(request.prefill)  # the reply starts with it (``Thought:``): show it too
@@ -575,30 +636,22 @@ class LLMCompilerWorkflow(Workflow):
             on_delta=tokens.take,
             flush=tokens.flush,
         )
-        spent.prompt_tokens += call.prompt_tokens
-        spent.completion_tokens += call.completion_tokens
-        update = {"join_tokens": (spent.prompt_tokens, spent.completion_tokens)}
-        state.rounds = list(state.rounds)
-        state.rounds[round] = state.rounds[round].model_copy(update=update)
-        state.prompt_tokens, state.completion_tokens = state.usage()
-        async with ctx.store.edit_state() as s:
-            s.rounds[round] = s.rounds[round].model_copy(update=update)
-            s.prompt_tokens, s.completion_tokens = s.usage()
-            s.llm_calls = [*s.llm_calls, call]
-        state.llm_calls = [*state.llm_calls, call]
-        return self.dialect.parse_decision(text)
+        return self.dialect.parse_decision(text), call
 
     async def _replan(
         self,
         ctx: Context[CompilerState],
         state: CompilerState,
         round: int,
-        decision: JoinerDecision,
+        verdict: JoinVerdict,
     ) -> ReplanEvent:
+        """Record the verdict to replan `round` (with the joiner's calls); start the next."""
+        decision = verdict.decision
         update = {"joiner_thought": decision.thought, "replan_reason": decision.content}
         async with ctx.store.edit_state() as s:
             s.rounds[round] = s.rounds[round].model_copy(update=update)
             s.replans = s.round = round + 1
+            s.llm_calls = [*s.llm_calls, *verdict.calls]
             state = s.model_copy()
         replan = replan_event(state, round)
         ctx.write_event_to_stream(replan)
@@ -611,8 +664,12 @@ class LLMCompilerWorkflow(Workflow):
         state: CompilerState,
         answer: str,
         direct: int | None = None,
+        *,
+        calls: Sequence[LLMCallUsage] = (),
+        verdict: PlanApprovalResponse | None = None,
     ) -> CompilerOutput:
-        """Record the answer (once: the first answer of a run stands) and return it."""
+        """Record the answer with what led to it (the joiner's `calls`, a plan's rejecting
+        `verdict`), in one write: the first answer of a run stands; return it."""
         message = ChatMessage(role=MessageRole.ASSISTANT, content=answer)
         async with ctx.store.edit_state() as s:
             if s.answer is None:
@@ -622,10 +679,12 @@ class LLMCompilerWorkflow(Workflow):
                     ChatMessage(role=MessageRole.USER, content=s.question),
                     message,
                 ]
+                s.llm_calls = [*s.llm_calls, *calls]
+                s.verdict = s.verdict or verdict
                 if state.memory is not None:
                     await state.memory.aput(message)
             answer, direct = s.answer, s.direct
-            state = s.model_copy(update={"toolset": state.toolset})
+            state = s.model_copy()
         self._books.forget(state.run_id)
         return self._output(state, answer, direct)
 

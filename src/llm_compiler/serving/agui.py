@@ -27,6 +27,7 @@ events (a compiler run would show nothing) and needs fastapi.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from starlette.routing import Route
 from workflows import Workflow
 from workflows.events import Event, StopEvent
 
+from llm_compiler import _upstream
 from llm_compiler.events import (
     AwaitingApproval,
     CompilerStream,
@@ -53,12 +55,13 @@ from llm_compiler.events import (
     TaskWaiting,
 )
 from llm_compiler.serving.client_events import check_task_verdict
-from llm_compiler.serving.guard import BadRequest, parse_json_object
+from llm_compiler.serving.guard import BadRequest, BodyRoute, Checked, field_errors, parsed
 
 if TYPE_CHECKING:
     from ag_ui.core import BaseEvent, RunAgentInput
     from llama_agents.server import AbstractWorkflowStore, WorkflowServer
-    from llama_agents.server._store.abstract_workflow_store import StoredEvent
+
+    from llm_compiler._upstream import StoredEvent
 
 _MAX_RESULT_CHARS = 4000
 #: The verdict a client sends as a resume entry's payload.
@@ -174,7 +177,7 @@ class AGUITranslator:
         return [StateDeltaEvent(delta=list(ops))]  # type: ignore[arg-type]  # plain JSON Patch
 
     def _plan(self, ev: PlanEvent) -> list[BaseEvent]:
-        ops = []
+        ops = self._drop_round(ev.round) if ev.replaces else []
         for task in ev.tasks:
             key = str(task.id)
             if task.is_join or key in self.state["tasks"]:
@@ -192,6 +195,14 @@ class AGUITranslator:
             self.state["tasks"][key] = node
             ops.append({"op": "add", "path": f"/tasks/{key}", "value": node})
         return self._patch(*ops) if ops else []
+
+    def _drop_round(self, round: int) -> list[dict[str, Any]]:
+        """Remove the tasks of `round` (a plan that replaces them follows)."""
+        tasks = self.state["tasks"]
+        gone = [key for key, node in tasks.items() if node["round"] == round]
+        for key in gone:
+            del tasks[key]
+        return [{"op": "remove", "path": f"/tasks/{key}"} for key in gone]
 
     def _set(self, task_id: int, **fields: Any) -> list[dict[str, Any]]:
         node = self.state["tasks"].get(str(task_id))
@@ -348,7 +359,7 @@ def run_input_of(data: Mapping[str, Any]) -> RunAgentInput:
     try:
         return RunAgentInput.model_validate(data)
     except ValidationError as e:
-        raise BadRequest(400, f"Not an AG-UI RunAgentInput: {e.errors()[0]['msg']}") from None
+        raise BadRequest(400, f"Not an AG-UI RunAgentInput: {field_errors(e)}") from None
 
 
 def verdicts_of(run_input: RunAgentInput) -> list[TaskApprovalResponse]:
@@ -415,7 +426,7 @@ async def start_run(server: WorkflowServer, name: str, turn: ChatTurn) -> tuple[
     """Start `turn` on the server's workflow `name` as run-nowait does: (handler id, run id)."""
     # llama-agents-server 0.8.0 starts runs in process only through its service (the same
     # call its run-nowait endpoint makes), so the run is persisted and listed like any other.
-    service = server._service
+    service = _upstream.workflow_service(server)
     workflow = service.get_workflow(name)
     if workflow is None:
         raise BadRequest(404, f"Unknown workflow {name!r}.")
@@ -453,7 +464,7 @@ async def resume_run(
         _translate(translator, stored)
         after = stored.sequence
     for verdict in verdicts:
-        await server._service.send_event(found[0].handler_id, verdict)
+        await _upstream.workflow_service(server).send_event(found[0].handler_id, verdict)
     question = str(translator.state.get("question") or "")
     turn = ChatTurn(run_input.thread_id, run_input.run_id, question, [])
     return turn, (found[0].handler_id, run_id), translator, after
@@ -495,7 +506,7 @@ async def agui_events(
         if not ended:
             with anyio.CancelScope(shield=True):  # this task is being cancelled
                 if await gone():
-                    await server._service.cancel_handler(handler_id)
+                    await _upstream.workflow_service(server).cancel_handler(handler_id)
 
 
 def _translate(translator: AGUITranslator, stored: StoredEvent) -> tuple[list[BaseEvent], bool]:
@@ -530,24 +541,50 @@ def _answer(result: Any) -> str:
     return "" if result is None else str(result)
 
 
-def agui_route(
-    server: WorkflowServer, store: AbstractWorkflowStore, workflows: Mapping[str, Workflow]
-) -> Route:
-    """The ``POST /agui/{name}`` route: runs of `workflows` on `server`, streamed from `store`."""
+AGUI_PATH = re.compile(r"^/agui/(?P<name>[^/]+)/?$")
+
+
+@dataclass(frozen=True)
+class Resumption:
+    """A ``RunAgentInput`` whose ``resume`` entries answer a run's interrupts."""
+
+    run_input: RunAgentInput
+    verdicts: list[TaskApprovalResponse]
+
+
+def agui_body_route(workflows: Mapping[str, Workflow]) -> BodyRoute:
+    """The validator of ``POST /agui/{name}``: a known workflow and a :class:`ChatTurn`, or
+    a :class:`Resumption`."""
+
+    async def validate(match: re.Match[str], data: dict[str, Any], body: bytes) -> Checked:
+        if match["name"] not in workflows:
+            raise BadRequest(404, f"Unknown workflow {match['name']!r}.")
+        run_input = run_input_of(data)
+        verdicts = verdicts_of(run_input)
+        if verdicts:
+            return Checked(Resumption(run_input, verdicts), body)
+        return Checked(question_of(run_input), body)
+
+    return BodyRoute(AGUI_PATH, validate)
+
+
+def agui_route(server: WorkflowServer, store: AbstractWorkflowStore) -> Route:
+    """The ``POST /agui/{name}`` route: runs on `server`, streamed from `store`.
+
+    Its body was checked by :func:`agui_body_route` in front.
+    """
 
     async def endpoint(request: Request) -> Response:
+        asked: ChatTurn | Resumption = parsed(request.scope)
+        translator, after = None, -1
         try:
-            name = request.path_params["name"]
-            if name not in workflows:
-                raise BadRequest(404, f"Unknown workflow {name!r}.")
-            run_input = run_input_of(parse_json_object(await request.body()))
-            verdicts = verdicts_of(run_input)
-            translator, after = None, -1
-            if verdicts:
-                turn, ids, translator, after = await resume_run(server, store, run_input, verdicts)
+            if isinstance(asked, Resumption):
+                turn, ids, translator, after = await resume_run(
+                    server, store, asked.run_input, asked.verdicts
+                )
             else:
-                turn = question_of(run_input)
-                ids = await start_run(server, name, turn)
+                turn = asked
+                ids = await start_run(server, request.path_params["name"], turn)
         except BadRequest as e:
             return JSONResponse({"detail": e.detail}, status_code=e.status)
         gone = request.is_disconnected

@@ -9,7 +9,7 @@ from llama_index.core.tools import BaseTool, FunctionTool
 from llama_index.core.tools.types import AsyncBaseTool
 from pydantic import BaseModel, ValidationError
 
-from llm_compiler.plan import PlanTask
+from llm_compiler.plan import PlanError, PlanTask
 from llm_compiler.tools.results import ToolError, tool_value
 from llm_compiler.tools.schema import SchemaTool
 from llm_compiler.tools.spec import parameters, required
@@ -22,31 +22,25 @@ def bind(task: PlanTask, tool: BaseTool) -> PlanTask:
     kwargs: dict[str, Any] = {}
     if len(task.args) > len(names):
         # One text parameter given several pieces: the planner split a phrase.
-        return task.model_copy(
-            update={
-                "error": f"{name} takes {len(names)} argument(s) ({', '.join(names)}) "
-                f"but {len(task.args)} were given."
-            }
+        message = (
+            f"{name} takes {len(names)} argument(s) ({', '.join(names)}) "
+            f"but {len(task.args)} were given."
         )
+        return task.failed(PlanError(message, "bad_arguments"))
     kwargs.update(zip(names, task.args, strict=False))
     aliases = _aliases(tool)
     for key, value in task.kwargs.items():
         key = aliases.get(key, key)  # a JSON plan may use the original (alias) name
         if key not in names:
-            return task.model_copy(
-                update={
-                    "error": f"{name} has no parameter {key!r} "
-                    f"(parameters: {', '.join(names) or 'none'})."
-                }
-            )
+            message = f"{name} has no parameter {key!r} (parameters: {', '.join(names) or 'none'})."
+            return task.failed(PlanError(message, "bad_arguments"))
         if key in kwargs:
-            return task.model_copy(update={"error": f"{name} got {key!r} twice."})
+            return task.failed(PlanError(f"{name} got {key!r} twice.", "bad_arguments"))
         kwargs[key] = value
     missing = [n for n in required(tool) if n not in kwargs]
     if missing:
-        return task.model_copy(
-            update={"error": f"{name} is missing required argument(s): {', '.join(missing)}."}
-        )
+        message = f"{name} is missing required argument(s): {', '.join(missing)}."
+        return task.failed(PlanError(message, "bad_arguments"))
     return task.model_copy(update={"args": [], "kwargs": kwargs})
 
 
@@ -62,11 +56,14 @@ def validate_arguments(tool: BaseTool, kwargs: dict[str, Any]) -> dict[str, Any]
     """Check resolved arguments against the tool's schema (lax coercion: "3" -> 3).
 
     Raises:
-        ValueError: with a readable message when they do not fit.
+        ValueError: with a readable message when they do not fit, whatever the schema's
+            validators raised (pydantic lets a validator's TypeError or AttributeError
+            through as it is).
     """
     schema: type[BaseModel] | None = tool.metadata.fn_schema
     if schema is None:
         return kwargs
+    name = tool.metadata.get_name()
     try:
         model = schema.model_validate(kwargs)
     except ValidationError as e:
@@ -74,7 +71,9 @@ def validate_arguments(tool: BaseTool, kwargs: dict[str, Any]) -> dict[str, Any]
             f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
             for err in e.errors()
         )
-        raise ValueError(f"Invalid arguments for {tool.metadata.get_name()}: {problems}") from None
+        raise ValueError(f"Invalid arguments for {name}: {problems}") from None
+    except Exception as e:  # noqa: BLE001 - a validator's own failure is a bad call too
+        raise ValueError(f"Invalid arguments for {name}: {type(e).__name__}: {e}") from e
     return {k: getattr(model, k) for k in kwargs}
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from llm_compiler.dialects.arguments import PlanLineError, find_closing_paren, parse_arguments
 from llm_compiler.dialects.prompting import TaskRecord
-from llm_compiler.plan import PlanTask, iter_refs
+from llm_compiler.plan import PlanError, PlanTask, iter_refs
 
 _OPEN = re.compile(r"\[[ \t]*FUNC[ \t]+", re.IGNORECASE)
 _CALL = re.compile(r"([A-Za-z_][\w.\-]*)[ \t]*\(")
@@ -79,7 +79,8 @@ def scan_call(text: str, i: int, final: bool) -> _Scan:
         end = _bad_end(text, i, final)
         if end is None:
             return _Scan("wait")
-        return _Scan("bad", end, error="This [FUNC ...] is not of the form name(arguments).")
+        message = "This [FUNC ...] is not of the form name(arguments)."
+        return _Scan("bad", end, error=PlanError(message, "not_a_call"))
     line_end = text.find("\n", m.end())  # a call closes on its own line
     close, _ = find_closing_paren(text[m.end() : None if line_end < 0 else line_end])
     if close is None:
@@ -107,7 +108,8 @@ def _loose_call(text: str, m: re.Match[str], final: bool) -> _Scan:
     limit = line_end if line_end >= 0 else len(text)
     end = _LOOSE_END.search(text, m.end(), limit)
     if end is None:
-        return _Scan("bad", limit, m.group(1), error="The call's parenthesis is not closed.")
+        error = PlanError("The call's parenthesis is not closed.", "not_a_call")
+        return _Scan("bad", limit, m.group(1), error=error)
     inner = text[m.end() : end.start()]
     return _Scan("call", end.end(), m.group(1), inner, _label(end.group(1)))
 
@@ -186,8 +188,11 @@ class CoAParser:
         if len(self.tasks) >= self.max_tasks:
             if not any("more than" in e for e in self.errors):
                 self.errors.append(
-                    f"The reasoning has more than {self.max_tasks} calls; the later ones "
-                    "were not run."
+                    PlanError(
+                        f"The reasoning has more than {self.max_tasks} calls; the later ones "
+                        "were not run.",
+                        "too_many_tasks",
+                    )
                 )
             self.spans.append(Span(start, found.end, None, found.tool, found.inner, found.label))
             return None
@@ -216,10 +221,11 @@ class CoAParser:
             undefined = _undefined_names([args, kwargs])
             if undefined:
                 raise PlanLineError(
-                    f"{written} uses {', '.join(undefined)}, which no earlier call defines."
+                    f"{written} uses {', '.join(undefined)}, which no earlier call defines.",
+                    "bad_reference",
                 )
         except PlanLineError as e:
-            return PlanTask(error=str(e), **base)
+            return PlanTask(error=e.error, **base)
         deps = sorted(set(iter_refs(args)) | set(iter_refs(kwargs)))
         return PlanTask(args=args, kwargs=kwargs, deps=deps, **base)
 

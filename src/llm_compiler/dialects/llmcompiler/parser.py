@@ -19,7 +19,15 @@ from llm_compiler.dialects.arguments import (
     parse_arguments,
     parse_json_call,
 )
-from llm_compiler.plan import END_OF_PLAN, JOIN_TOOL, PlanTask, iter_refs, render_call
+from llm_compiler.plan import (
+    END_OF_PLAN,
+    JOIN_TOOL,
+    PlanError,
+    PlanErrorKind,
+    PlanTask,
+    iter_refs,
+    render_call,
+)
 
 #: Default bounds; the engine passes its own (see ``CompilerConfig``).
 MAX_ARG_DEPTH = 20
@@ -65,11 +73,12 @@ def parse_task_line(
     try:
         task = _parse_call(task_id, body, set(earlier), alias, written_id, max_depth, base)
     except PlanLineError as e:
-        error = str(e)
+        error = e.error
     except RecursionError:  # a chain of thousands of attributes or unary operators
-        error = f"Task {task_id}'s arguments are too deeply nested to read."
+        error = PlanError(f"Task {task_id}'s arguments are too deeply nested to read.", "too_large")
     except Exception as e:  # noqa: BLE001 - bad data is one error observation, whatever it is
-        error = f"Task {task_id} could not be read: {type(e).__name__}: {_clip(str(e))}"
+        message = f"Task {task_id} could not be read: {type(e).__name__}: {_clip(str(e))}"
+        error = PlanError(message, "not_a_call")
     else:
         if alias:  # show the line with the ids it runs under
             task.text = f"{task_id}. {render_call(task)}"
@@ -90,14 +99,17 @@ def _parse_call(
     if _JOIN.match(body):
         return PlanTask(tool=JOIN_TOOL, **base)
     if nesting_depth(body) > max_depth + 1:  # +1: the call's own parentheses
-        raise PlanLineError(f"Task {task_id}'s arguments are nested deeper than {max_depth}.")
+        raise PlanLineError(
+            f"Task {task_id}'s arguments are nested deeper than {max_depth}.", "too_large"
+        )
     if body.startswith("{"):
         tool, args, kwargs = parse_json_call(body, task_id, earlier, alias, written_id)
     else:
         m = _CALL.match(body)
         if not m:
             raise PlanLineError(
-                f"Task {task_id} is not of the form tool(arguments): {_clip(repr(body))}"
+                f"Task {task_id} is not of the form tool(arguments): {_clip(repr(body))}",
+                "not_a_call",
             )
         tool, rest = m.group(1), m.group(2)
         close, open_brackets = find_closing_paren(rest)
@@ -225,7 +237,8 @@ class PlanParser:
             pos = newline + 1
         if over and not self.done:
             self._error(
-                f"The plan is longer than {self.max_plan_chars} characters; the rest was not read."
+                f"The plan is longer than {self.max_plan_chars} characters; the rest was not read.",
+                "too_large",
             )
             self.done = True
         return out
@@ -287,14 +300,14 @@ class PlanParser:
             return []
         return self._line(_through_call(line))
 
-    def _error(self, message: str) -> None:
+    def _error(self, message: str, kind: PlanErrorKind) -> None:
         """Record a plan error; past `max_plan_errors`, stop reading with one more."""
         if len(self.errors) + 1 < self.max_plan_errors:
-            self.errors.append(message)
+            self.errors.append(PlanError(message, kind))
         elif not self.done:
-            self.errors.append(
-                f"The plan has more than {self.max_plan_errors - 1} errors; the rest was not read."
-            )
+            more = self.max_plan_errors - 1
+            message = f"The plan has more than {more} errors; the rest was not read."
+            self.errors.append(PlanError(message, "too_large"))
             self.done = True
 
     def finish(self) -> list[PlanTask]:
@@ -305,9 +318,9 @@ class PlanParser:
         self._new_line()
         self.done = True
         if not self.tasks:
-            self.errors.append("The plan has no tasks.")
+            self.errors.append(PlanError("The plan has no tasks.", "empty_plan"))
         if not self.joined:
-            self.errors.append("The plan did not end with join().")
+            self.errors.append(PlanError("The plan did not end with join().", "no_join"))
         return out
 
     def _line(self, line: str) -> list[PlanTask]:
@@ -326,7 +339,9 @@ class PlanParser:
         if not m:
             return []  # prose around the plan ("Here is the plan:")
         if len(m.group(1)) > MAX_ID_DIGITS:
-            self._error(f"Line {_clip(repr(stripped))} has a task number too large; not run.")
+            self._error(
+                f"Line {_clip(repr(stripped))} has a task number too large; not run.", "too_large"
+            )
             return []
         written, body = int(m.group(1)), m.group(2).lstrip("*_ ")
         if self._offset is None:
@@ -334,7 +349,10 @@ class PlanParser:
             self._offset = first_free - written if written in self._all_known else 0
         task_id = written + self._offset
         if task_id in self._all_known:
-            self._error(f"Line {_clip(repr(stripped))} reuses task id {task_id}; it was not run.")
+            self._error(
+                f"Line {_clip(repr(stripped))} reuses task id {task_id}; it was not run.",
+                "reused_id",
+            )
             return []
         thought_text = " ".join(self._thought) or None
         self._thought = []
@@ -349,7 +367,8 @@ class PlanParser:
         if len(self.tasks) >= self.max_tasks:
             self._error(
                 f"The plan has more than {self.max_tasks} tasks; task {task_id} and later "
-                "lines were not run."
+                "lines were not run.",
+                "too_many_tasks",
             )
             self.done = True
             return []
@@ -366,8 +385,11 @@ class PlanParser:
                 id=task_id,
                 tool=_guess_tool(body[:200]),
                 text=f"{task_id}. {_clip(body)}",
-                error=f"Task {task_id}'s line is longer than {self.max_line_chars} characters; "
-                "it was not run.",
+                error=PlanError(
+                    f"Task {task_id}'s line is longer than {self.max_line_chars} characters; "
+                    "it was not run.",
+                    "too_large",
+                ),
                 round=self.round,
                 thought=thought,
             )

@@ -80,6 +80,13 @@ function policyText(p) {
   return parts.join(" · ");
 }
 
+// Every argument whole, one a line (the node shows them cut to fit).
+function argLines(task) {
+  const lines = (task.args || []).map(showArg);
+  for (const [k, v] of Object.entries(task.kwargs || {})) lines.push(`${k}=${showArg(v)}`);
+  return lines.join("\n");
+}
+
 function answerOf(result) {
   const response = result && result.response;
   if (!response) return result == null ? "" : String(typeof result === "object" ? JSON.stringify(result) : result);
@@ -151,7 +158,7 @@ class Run {
     const deps = (t.deps || []).filter((d) => this.tasks.has(d));
     const col = Math.max(round.startCol, ...deps.map((d) => this.tasks.get(d).col + 1));
     const pos = this.place(round, col);
-    const task = { ...t, deps, col, ...pos, state: t.error ? "error" : "planned", dependents: 0 };
+    const task = { ...t, deps, col, ...pos, state: t.error ? "error" : "planned", dependents: 0, lines: [] };
     if (t.error) task.output = t.error;
     this.tasks.set(t.id, task);
     for (const d of deps) {
@@ -159,10 +166,10 @@ class Run {
       this.edge(this.tasks.get(d), task);
     }
     task.g = el("g", { class: `node ${task.state}`, "data-task": t.id, transform: `translate(${pos.x},${pos.y})`, tabindex: 0 }, this.nodes);
-    el("title", {}, task.g, t.text || t.tool);
+    el("title", {}, task.g, `${t.id}. ${t.tool}(${argsText(t)})\n(click for its arguments, output and timing)`);
     el("rect", { width: NODE_W, height: NODE_H, rx: 8 }, task.g);
     el("text", { x: 10, y: 18, class: "title" }, task.g, `${t.id} · ${short(t.tool, 18)}`);
-    el("text", { x: 10, y: 35, class: "args" }, task.g, short(argsText(t), 27));
+    el("text", { x: 10, y: 35, class: "args" }, task.g, short(argsText(t), 21));
     task.note = el("text", { x: NODE_W - 6, y: 13, class: "note", "text-anchor": "end" }, task.g, "");
     task.g.addEventListener("click", () => this.show(task.id));
     task.g.addEventListener("keydown", (e) => e.key === "Enter" && this.show(task.id));
@@ -174,8 +181,8 @@ class Run {
     if (round.join) return;
     const col = round.maxCol + 1;
     const pos = this.place(round, col);
-    round.join = { id: joinId, ...pos };
     const g = el("g", { class: "node join", transform: `translate(${pos.x},${pos.y})` }, this.nodes);
+    round.join = { id: joinId, ...pos, g, lines: [] };
     el("rect", { width: NODE_W * 0.6, height: NODE_H, rx: NODE_H / 2 }, g);
     el("text", { x: 14, y: 27, class: "title" }, g, `${joinId} · join`);
     for (const t of this.tasks.values()) {
@@ -188,7 +195,27 @@ class Run {
   edge(a, b) {
     const x1 = a.x + NODE_W, y1 = a.y + NODE_H / 2, x2 = b.x, y2 = b.y + NODE_H / 2;
     const mid = (x1 + x2) / 2;
-    el("path", { d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`, class: "edge" }, this.edges);
+    const path = el("path", { d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`, class: "edge" }, this.edges);
+    a.lines.push(path);
+    b.lines.push(path);
+  }
+
+  // A plan that replaces the one shown for round r (a human edited it before approving):
+  // its tasks, edges and join go, and the round is laid out again from its first column.
+  dropRound(r) {
+    const round = this.rounds.get(r);
+    if (!round) return;
+    for (const [id, t] of [...this.tasks]) {
+      if (t.round !== r) continue;
+      t.g.remove();
+      for (const line of t.lines) line.remove();
+      this.tasks.delete(id);
+    }
+    if (round.join) round.join.g.remove();
+    round.join = null;
+    round.rows = new Map();
+    round.maxCol = round.startCol - 1;
+    this.nextCol = round.startCol;
   }
 
   resize() {
@@ -359,7 +386,7 @@ class Run {
     if (round[key]) return;
     const cached = c.cached_tokens ? ` (${fmt(c.cached_tokens)} cached)` : "";
     const text = `${c.phase === "joiner" ? "Joiner" : "Planner"}: ${fmt(c.prompt_tokens)} in${cached} · ${fmt(c.completion_tokens)} out` +
-      `${c.source === "counted" ? " (counted)" : ""} · ${money(c.cost)} · ${(c.finished_at - c.started_at).toFixed(2)} s`;
+      `${c.source === "counted" ? " (counted)" : ""}${c.cost == null ? "" : ` · ${money(c.cost)}`} · ${(c.finished_at - c.started_at).toFixed(2)} s`;
     round[key] = html("p", { class: "usage", "data-phase": c.phase }, text);
     round.panel.append(round[key]);
   }
@@ -370,7 +397,9 @@ class Run {
     const u = summary.usage || {};
     const path = [...this.tasks.values()].filter((t) => t.critical).sort((a, b) => a.started - b.started);
     const pathText = path.length
-      ? `${path.map((t) => t.id).join(" → ")} (${(path[path.length - 1].finished - path[0].started).toFixed(2)} s)`
+      ? `${path.map((t) => t.id).join(" → ")} (${(path[path.length - 1].finished - path[0].started).toFixed(2)} s): ` +
+        "the chain of tasks that set how long the tools took " +
+        (path.length > 1 ? "(each needed the result of the one before it; the chain ended last)" : "(one task, which ended last)")
       : "none";
     const items = [
       ["Tokens", `${fmt(u.prompt_tokens)} in${u.cached_tokens ? ` (${fmt(u.cached_tokens)} cached)` : ""} · ${fmt(u.completion_tokens)} out · ${u.calls || 0} LLM calls`],
@@ -381,6 +410,7 @@ class Run {
     const box = $("costs");
     box.replaceChildren();
     for (const [k, v] of items) box.append(html("span", { class: "stat", "data-stat": k.toLowerCase().replace(" ", "-") }, `${k}: ${v}`));
+    box.querySelector('[data-stat="critical-path"]').title = "The critical path is the chain of tasks, each needing the result of the one before, that ended with the last task to finish: it sets how long the tools took, whatever ran in parallel.";
     box.hidden = false;
   }
 
@@ -389,7 +419,8 @@ class Run {
     if (!t) return;
     const rows = [
       ["Line", t.text], ["Thought", t.thought], ["State", t.state], ["Inputs", t.deps.map((d) => "$" + d).join(", ")],
-      ["Arguments", t.resolved === undefined ? argsText(t) : JSON.stringify(t.resolved, null, 2)],
+      ["Arguments as planned", argLines(t)],
+      ["Arguments passed", t.resolved === undefined ? null : JSON.stringify(t.resolved, null, 2)],
       [t.state === "error" ? "Error" : "Output", t.output === undefined ? null : typeof t.output === "string" ? t.output : JSON.stringify(t.output, null, 2)],
       ["Started", t.started ? new Date(t.started * 1000).toISOString().slice(11, 23) : null],
       ["Duration", t.finished && t.started ? `${(t.finished - t.started).toFixed(3)} s` : null],
@@ -416,6 +447,7 @@ class Run {
 
   handle(type, v) {
     if (type === "PlanEvent") {
+      if (v.replaces) this.dropRound(v.round);
       this.round(v.round);
       for (const t of v.tasks) if (t.tool !== "join") this.addTask(t);
       if (v.complete && v.join_id != null) this.addJoin(v.round, v.join_id);
@@ -425,13 +457,18 @@ class Run {
         this.round(v.round).panel.append(html("p", { class: "reason no-tasks" }, `No tasks planned: ${why}`));
       }
       if (v.complete && v.llm_call) this.callUsage(v.llm_call);
+      if (v.complete) this.round(v.round).planned = true;
+      if (v.complete && !this.relisted) this.relist();
       status(`Round ${v.round}: ${v.complete ? "plan complete" : "planning…"}`);
     } else if (type === "TaskReady") this.ready(v);
     else if (type === "TaskResult") this.result(v);
     else if (type === "TaskApprovalRequest") this.held(v);
     else if (type === "TaskWaiting") this.waiting(v);
     else if (type === "TaskStarted") this.attempt(v);
-    else if (type === "CompilerStream" || type === "AgentStream") this.stream(v.round || 0, v.phase || "plan", v.delta || "");
+    else if (type === "CompilerStream" || type === "AgentStream") {
+      this.stream(v.round || 0, v.phase || "plan", v.delta || "");
+      if ((v.phase || "plan") === "plan" && !this.rounds.get(v.round || 0).planned) status(`Round ${v.round || 0}: planning…`);
+    }
     else if (type === "JoinEvent") status(`Round ${v.round}: the joiner reads the results…`);
     else if (type === "ReplanEvent") {
       const prev = this.rounds.get(v.round - 1);
@@ -442,6 +479,13 @@ class Run {
     else if (type === "StopEvent") this.finish(answerOf(v.result), v.result && v.result.summary);
     else if (type === "WorkflowFailedEvent" || type === "WorkflowCancelledEvent" || type === "WorkflowTimedOutEvent") this.fail(type, v);
     if (type === "TaskReady" || type === "TaskResult" || type === "StopEvent") this.gantt();
+  }
+
+  // Once a plan is made the run's question is saved: list it (and show it) by its question.
+  relist() {
+    this.relisted = true;
+    loadRuns();
+    if (!$("question").value) runQuestion(this.id);
   }
 
   // A worker took the run up again after a crash or restart: what follows came after it.
@@ -499,6 +543,7 @@ class Run {
         const r = await fetch(`/events/${encodeURIComponent(this.id)}?after_sequence=${last}`, { signal });
         if (r.status !== 200 || !r.body) break;
         tries = 0;
+        if (!this.handled) status("Round 0: planning…"); // the planner works before any event
         const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
         let buffer = "";
         for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
@@ -525,6 +570,7 @@ class Run {
       else if (line.startsWith("data:")) data += line.slice(5).trimStart();
     }
     if (data) {
+      this.handled = true;
       const env = JSON.parse(data);
       this.handle(env.type, env.value || {});
     }
@@ -547,7 +593,7 @@ function fmt(n) {
 
 // A cost in USD; null means the model has no price (unknown, not free).
 function money(cost) {
-  if (cost === null || cost === undefined) return "cost unknown (no price for this model)";
+  if (cost === null || cost === undefined) return "unknown (no price for this model)";
   return cost < 0.01 ? `$${cost.toFixed(6)}` : `$${cost.toFixed(4)}`;
 }
 
@@ -556,10 +602,34 @@ function status(text, cls = "") {
   $("status").className = cls || "muted";
 }
 
-function openRun(id) {
+// Questions this tab asked, by handler id: a run's question is shown before the server
+// has stored it (it is read from the run's saved state).
+const ASKED_KEY = "llm-compiler-asked";
+const asked = new Map(JSON.parse(sessionStorage.getItem(ASKED_KEY) || "[]"));
+function remember(id, question) {
+  asked.set(id, question);
+  sessionStorage.setItem(ASKED_KEY, JSON.stringify([...asked].slice(-200)));
+}
+
+// The question box shows the question of the run on view (unless the user is typing).
+function showQuestion(question) {
+  const box = $("question");
+  if (question && document.activeElement !== box) box.value = question;
+}
+
+function openRun(id, question = null) {
   if (page.run) page.run.close();
   page.run = new Run(id);
   page.run.subscribe();
+  showQuestion(question || asked.get(id));
+  if (!question) runQuestion(id);
+  for (const li of $("runs").children) li.classList.toggle("current", li.dataset.run === id);
+}
+
+async function runQuestion(id) {
+  const r = await fetch(`/api/runs/${encodeURIComponent(id)}`);
+  const run = r.ok ? await r.json() : {};
+  if (page.run && page.run.id === id) showQuestion(run.question);
 }
 
 async function ask(event) {
@@ -577,29 +647,38 @@ async function ask(event) {
     $("error").hidden = false;
     return;
   }
+  remember(body.handler_id, question);
   history.pushState({ run: body.handler_id }, "", `?run=${encodeURIComponent(body.handler_id)}`);
-  openRun(body.handler_id);
+  openRun(body.handler_id, question);
   loadRuns();
 }
 
+// The run list, newest first. Requests may overlap (a run opened and one finishing): only
+// the newest answer is drawn, and it replaces the list in one step, so no run shows twice.
+let listed = 0;
 async function loadRuns() {
+  const ticket = ++listed;
   const r = await fetch("/api/runs");
   if (!r.ok) return;
-  const list = $("runs");
-  list.replaceChildren();
-  for (const run of (await r.json()).runs) {
-    const li = html("li", { class: run.status });
-    const a = html("a", { href: `?run=${encodeURIComponent(run.handler_id)}` }, short(run.question || run.handler_id, 60));
-    a.addEventListener("click", (e) => {
-      e.preventDefault();
-      history.pushState({ run: run.handler_id }, "", a.getAttribute("href"));
-      openRun(run.handler_id);
-    });
-    li.append(a, html("span", { class: "badge" }, run.status));
-    if (run.worker) li.append(html("span", { class: "badge worker", title: "the worker holding this run" }, `@${run.worker}`));
-    if (page.run && page.run.id === run.handler_id) li.classList.add("current");
-    list.append(li);
-  }
+  const runs = (await r.json()).runs;
+  if (ticket !== listed) return;
+  $("runs").replaceChildren(...runs.map(runItem));
+}
+
+function runItem(run) {
+  const question = run.question || asked.get(run.handler_id);
+  const label = question || `(question not saved yet) ${run.workflow} run`;
+  const li = html("li", { class: run.status, "data-run": run.handler_id });
+  const a = html("a", { href: `?run=${encodeURIComponent(run.handler_id)}`, title: question || run.handler_id }, short(label, 60));
+  a.addEventListener("click", (e) => {
+    e.preventDefault();
+    history.pushState({ run: run.handler_id }, "", a.getAttribute("href"));
+    openRun(run.handler_id, question);
+  });
+  li.append(a, html("span", { class: "badge" }, run.status));
+  if (run.worker) li.append(html("span", { class: "badge worker", title: "the worker holding this run" }, `@${run.worker}`));
+  if (page.run && page.run.id === run.handler_id) li.classList.add("current");
+  return li;
 }
 
 // The Mermaid chart needs the token too: fetched, then shown from a local blob.
@@ -616,8 +695,9 @@ async function init() {
   const info = await r.json();
   const question = $("question");
   if (info.question) question.placeholder = `e.g. ${info.question}`;
-  // The sample question, unless the user has started typing while this loaded.
-  if (!question.value && document.activeElement !== question) question.value = info.question || "";
+  // The sample question, unless a run is on view or the user has started typing.
+  const viewing = new URLSearchParams(location.search).get("run");
+  if (!viewing && !question.value && document.activeElement !== question) question.value = info.question || "";
   $("model").textContent = info.model ? `model: ${info.model}` : "";
   if (info.workflows.length > 1) {
     $("workflow").hidden = false;
