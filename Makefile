@@ -85,6 +85,7 @@ bench: install
 	$(BIN)/python -m benchmarks.serving
 	$(BIN)/python -m benchmarks.tracing
 	$(BIN)/python -m benchmarks.durable
+	$(BIN)/python -m benchmarks.policies
 
 ## Headless Chromium for the live page's browser test (Debian's package; CI runs as root).
 ## Never fatal: without it the browser test is skipped with the reason.
