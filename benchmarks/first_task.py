@@ -20,7 +20,7 @@ from contextlib import AsyncExitStack
 
 from llm_compiler import CompilerStream, LLMCompilerWorkflow, TaskReady
 from llm_compiler.demo import tools as demo_tools
-from llm_compiler.local import LocalLLMServer, local_llm
+from llm_compiler.models import LocalLLMServer, local_llm
 from llm_compiler.serving.kv import PROMPT_CACHE_ARGS
 
 QUESTIONS = [

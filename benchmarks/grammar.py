@@ -26,7 +26,7 @@ from llm_compiler.dialects.llmcompiler import PlanParser
 from llm_compiler.dialects.llmcompiler.prompts import PlannerInput
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
 from llm_compiler.dialects.thought_action import JoinerInput, parse_joiner_output
-from llm_compiler.local import LocalLLMServer
+from llm_compiler.models import LocalLLMServer
 from llm_compiler.plan import END_OF_PLAN
 from llm_compiler.tools import bind, to_tool, tool_map, validate_arguments
 

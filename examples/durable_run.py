@@ -1,7 +1,7 @@
 """A durable run in your own process: kill it (Ctrl-C, kill -9) and run it again: it finishes.
 
 Run: ``.venv/bin/python examples/durable_run.py`` (``make install`` has the ``durable``
-extra's packages). The run is journaled by DBOS in ``durable_run.sqlite`` (next to where
+extra's packages). The run's facts are journaled in ``durable_run.sqlite`` (next to where
 you run it) under the run id ``durable-example``; a second start with the same id is the
 same run. Kill the process while tools run (each lookup takes ``DEMO_TOOL_LATENCY`` s,
 3 by default) and start it again: the plan and the lookups that finished are not done
@@ -29,7 +29,7 @@ from llm_compiler import (
     idempotency_key,
 )
 from llm_compiler.demo import tools as demo_tools
-from llm_compiler.durable import dbos_runtime
+from llm_compiler.durable import durable_runtime
 from llm_compiler.models.resolve import resolve_llm
 
 QUESTION = "What are the capitals of France, Japan and Italy?"
@@ -47,7 +47,7 @@ async def search(query: str) -> str:
 
 
 async def main(question: str) -> int:
-    runtime = dbos_runtime(f"sqlite:///{STORE}", app_name="llm-compiler-example")
+    runtime = durable_runtime(f"sqlite:///{STORE}")
     async with resolve_llm() as llm:
         wf = LLMCompilerWorkflow(
             tools=[search, demo_tools.calculator],
@@ -59,7 +59,7 @@ async def main(question: str) -> int:
         await runtime.launch()  # an unfinished run of a killed process resumes here
         try:
             handler = wf.run(user_msg=question, run_id=RUN_ID)
-            async for ev in handler.stream_events():  # the whole history, then live
+            async for ev in handler.stream_events():  # live events (a resumed run: from the resume)
                 if isinstance(ev, PlanEvent) and ev.complete:
                     print(f"plan: {len(ev.tasks)} task(s)", flush=True)
                 elif isinstance(ev, TaskReady):
@@ -79,7 +79,7 @@ if __name__ == "__main__":
     parser.add_argument("--fresh", action="store_true", help="forget the journaled run")
     args = parser.parse_args()
     if args.fresh:
-        for path in (STORE, CALLS):
+        for path in (STORE, CALLS, *STORE.parent.glob(f"{STORE.name}-*")):
             path.unlink(missing_ok=True)
     CALLS.touch()
     sys.exit(asyncio.run(main(args.question)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import json
 import os
 import signal
 import sys
@@ -24,8 +25,11 @@ if TYPE_CHECKING:
     from llama_index.core.llms import LLM
 
     from llm_compiler.serving.security import SecurityPolicy
+    from llm_compiler.tools.policy import ToolPolicy
 
 COMPILER, TEAM = "compiler", "team"
+#: Seconds an MCP tool call may take when serving with --mcp (--mcp-tool-timeout).
+MCP_TOOL_TIMEOUT = 30.0
 #: Bind addresses meaning "every interface" (not a name a request can carry).
 _WILDCARDS = ("0.0.0.0", "::")
 
@@ -65,12 +69,13 @@ def load_workflows(spec: str) -> dict[str, Workflow]:
 async def demo_workflows(
     prompt_cache: bool = False,
     mcp: Sequence[str] = (),
+    mcp_tool_timeout: float = MCP_TOOL_TIMEOUT,
 ) -> AsyncIterator[tuple[dict[str, Workflow], str]]:
     """The demo tools, or the tools of the `mcp` servers, on the model ``resolve_llm()`` picks.
 
     `mcp` holds command lines (stdio) and URLs (streamable HTTP); their sessions are
     opened before the model starts (a server that cannot start fails fast) and closed
-    when the context ends.
+    when the context ends. A call of their tools gets `mcp_tool_timeout` seconds.
 
     `prompt_cache` gives the embedded model llama-cpp-python's RAM prompt cache. Off by
     default: on an idle 2-core machine it made a later question's first task slower
@@ -78,23 +83,28 @@ async def demo_workflows(
     costs more than re-reading the prompt, which llama.cpp partly reuses by itself.
     """
     from llm_compiler.engine.workflow import LLMCompilerWorkflow
-    from llm_compiler.local import LocalLLMServer, local_llm
-    from llm_compiler.models.resolve import resolve_llm
+    from llm_compiler.models.resolve import embedded_llm, resolve_llm
+    from llm_compiler.models.server import LocalLLMServer
     from llm_compiler.serving.kv import PROMPT_CACHE_ARGS
 
     resolved = resolve_llm()
     async with AsyncExitStack() as stack:
-        options = await _tool_options(stack, mcp)
+        options = await _tool_options(stack, mcp, mcp_tool_timeout)
         if resolved.source == "local":
             server = LocalLLMServer(extra_args=PROMPT_CACHE_ARGS if prompt_cache else None)
-            llm: LLM = local_llm(await stack.enter_async_context(server))
+            # Restarted by the next run if it dies; started now so it is warm.
+            embedded = await stack.enter_async_context(embedded_llm(server))
+            await asyncio.to_thread(embedded.ensure_started)  # type: ignore[attr-defined]
+            llm: LLM = embedded
         else:
             llm = await stack.enter_async_context(resolved)
         workflow = LLMCompilerWorkflow(llm=llm, max_replans=1, timeout=600, **options)
         yield {COMPILER: workflow}, resolved.description
 
 
-async def _tool_options(stack: AsyncExitStack, mcp: Sequence[str]) -> dict[str, Any]:
+async def _tool_options(
+    stack: AsyncExitStack, mcp: Sequence[str], mcp_tool_timeout: float = MCP_TOOL_TIMEOUT
+) -> dict[str, Any]:
     """The served compiler's tools: the `mcp` servers' (open in `stack`), else the demo's."""
     from llm_compiler.demo import tools as demo_tools
     from llm_compiler.tools import tools_from_mcp
@@ -103,7 +113,7 @@ async def _tool_options(stack: AsyncExitStack, mcp: Sequence[str]) -> dict[str, 
         # MCP tools may be remote and slow; the demo's few-shot examples name demo tools.
         return {
             "tools": list(await stack.enter_async_context(tools_from_mcp(*mcp))),
-            "tool_timeout": 30,
+            "tool_timeout": mcp_tool_timeout,
         }
     # As in `make demo`: lookups take as long as a web request would, so the overlap shows.
     demo_tools.LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "1.5"))
@@ -137,6 +147,8 @@ async def _serve(args: argparse.Namespace) -> None:
         raise ConfigurationError(
             "--mcp serves the compiler over MCP tools; --workflow brings its own."
         )
+    if args.mcp_tool_timeout is not None and not args.mcp:
+        raise ConfigurationError("--mcp-tool-timeout is the timeout of --mcp tools; add --mcp.")
     policy = security_policy(args)
     if not policy.insecure:  # before the model starts: fail in a second, not in a minute
         check_exposure(policy, args.host)  # (serve() checks again, and warns if insecure)
@@ -151,20 +163,52 @@ async def _serve(args: argparse.Namespace) -> None:
     if spec.durable:
         from llm_compiler.durable import open_durable
 
-        durable = await open_durable(spec)
-        durable.idle_release = args.idle_release
+        durable = await open_durable(
+            spec, idle_release=args.idle_release, outage_limit=args.outage_limit
+        )
         print(f"Runs are kept in {spec.shown} (worker {durable.worker}).", flush=True)  # noqa: T201
     options: dict[str, Any] = {"durable": durable, "max_runs": args.max_runs, "policy": policy}
+    tool_policies = read_tool_policies(args.tool_policies)
     if args.workflow:
-        workflows = load_workflows(args.workflow)
+        workflows = apply_tool_policies(load_workflows(args.workflow), tool_policies)
         model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
         served = build_app(workflows, info={"model": model}, **options)
         await serve(served, args.host, args.port, on_ready=announce)
         return
     print("Starting the model…", flush=True)  # noqa: T201
-    async with demo_workflows(args.prompt_cache, args.mcp) as (workflows, model):
+    timeout = args.mcp_tool_timeout or MCP_TOOL_TIMEOUT
+    demo = demo_workflows(args.prompt_cache, args.mcp, timeout)
+    async with demo as (workflows, model):
+        workflows = apply_tool_policies(workflows, tool_policies)
         served = build_app(workflows, info={"model": model}, **options)
         await serve(served, args.host, args.port, on_ready=announce)
+
+
+def read_tool_policies(path: str | None) -> dict[str, ToolPolicy]:
+    """The tool policies of a JSON file ``{"tool": {"side_effect": "pure", ...}}``."""
+    from llm_compiler.tools.policy import load_policies
+
+    if path is None:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ConfigurationError(f"Cannot read tool policies from {path}: {e}") from None
+    return load_policies(data)
+
+
+def apply_tool_policies(
+    workflows: dict[str, Workflow], policies: Mapping[str, ToolPolicy]
+) -> dict[str, Workflow]:
+    """`workflows`, each compiler given `policies` (over the ones it has by name)."""
+    from llm_compiler.engine.workflow import LLMCompilerWorkflow
+
+    for workflow in workflows.values() if policies else ():
+        if isinstance(workflow, LLMCompilerWorkflow):
+            merged = {**(workflow.config.tool_policies or {}), **policies}
+            workflow.config = workflow.config.model_copy(update={"tool_policies": merged})
+    return workflows
 
 
 def security_policy(args: argparse.Namespace) -> SecurityPolicy:
@@ -218,6 +262,13 @@ def parser() -> argparse.ArgumentParser:
         'over stdio ("python -m my_server") or a streamable-HTTP URL; repeatable',
     )
     serve.add_argument(
+        "--mcp-tool-timeout",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="how long one call of an --mcp tool may take; a timeout is an error "
+        f"observation and cancels the call (default: {MCP_TOOL_TIMEOUT:g})",
+    )
+    serve.add_argument(
         "--store",
         default="memory",
         help="where runs are kept: memory, sqlite:///path.db (durable, one worker) or "
@@ -230,6 +281,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="with a durable store, a run waiting for input (a plan approval) leaves memory "
         "after this long; the next event loads it on any worker (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--outage-limit",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="with a durable store, how long a worker rides out an unreachable database "
+        "(reconnecting with backoff; /health says degraded) before it stops (default: %(default)s)",
     )
     serve.add_argument(
         "--max-runs",
@@ -265,6 +324,13 @@ def parser() -> argparse.ArgumentParser:
         help="serve beyond loopback without a token (anyone who can reach it runs tools)",
     )
     serve.add_argument(
+        "--tool-policies",
+        metavar="FILE",
+        help='tool policies by tool name, a JSON file {"pay": {"side_effect": "at_most_once", '
+        '"requires_approval": true}, "lookup": {"side_effect": "pure", "retry": {"attempts": '
+        "3}}} (see ToolPolicy); they replace the policies the tools declare",
+    )
+    serve.add_argument(
         "--prompt-cache",
         action="store_true",
         help="give the embedded model llama.cpp's RAM prompt cache (measured slower on "
@@ -294,6 +360,16 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
     return value
 
 

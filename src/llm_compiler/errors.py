@@ -6,6 +6,7 @@ The tree::
     ├── ConfigurationError        a developer mistake (bad tool, bad option)
     │   └── LocalModelUnavailable the embedded model's packages or file are missing
     ├── LocalServerError          the embedded model's server exited or never listened
+    │   └── LocalServerExited     it died while serving: exit code or signal, last output
     └── RunError                  a run could not finish
         └── LLMCallError          the planner or joiner LLM call failed
 
@@ -15,13 +16,42 @@ never raised: they become error observations that the joiner reads and can repla
 
 from __future__ import annotations
 
+import pickle
+from typing import Any
+
 
 class LLMCompilerError(Exception):
-    """Root of every error raised by llm_compiler."""
+    """Root of every error raised by llm_compiler.
+
+    Every error survives pickling (durable runs store a failed run's error that way) with
+    its fields, whatever its constructor takes; a `cause` that cannot be pickled comes back
+    as a RuntimeError with the same text.
+    """
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {k: _picklable(v) for k, v in self.__dict__.items()}
+        return (_restore, (type(self), self.args, state))
+
+
+def _picklable(value: object) -> object:
+    if not isinstance(value, BaseException):
+        return value
+    try:
+        pickle.loads(pickle.dumps(value))
+    except Exception:  # noqa: BLE001 - any failure to round-trip
+        return RuntimeError(f"{type(value).__name__}: {value}")
+    return value
+
+
+def _restore(cls: type[LLMCompilerError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class ConfigurationError(LLMCompilerError):
@@ -50,3 +80,15 @@ class LocalModelUnavailable(ConfigurationError):
 
 class LocalServerError(LLMCompilerError):
     """The llama.cpp server exited or did not become ready; the message has its last output."""
+
+
+class LocalServerExited(LocalServerError):
+    """The embedded model's llama.cpp server died; `returncode` is negative for a signal.
+
+    Raised in place of the transport error (a closed connection) that its death causes.
+    """
+
+    def __init__(self, message: str, returncode: int | None, output_tail: str) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+        self.output_tail = output_tail

@@ -1,12 +1,14 @@
-"""Test doubles: a scripted LLM that streams chosen answers and records its prompts."""
+"""Test helpers: a scripted LLM that streams chosen answers and records its prompts, and a
+run-and-collect helper that runs a workflow to the end and keeps what it streamed."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncGenerator, Callable, Generator, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
+from llama_index.core.agent.workflow import AgentStream
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
@@ -16,8 +18,10 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.llms import LLM
 from pydantic import PrivateAttr
+from workflows import Workflow
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
+E = TypeVar("E")
 
 
 @dataclass
@@ -213,3 +217,23 @@ class ScriptedLLM(LLM):
         for chunk in self._chunks(text):
             acc += chunk
             yield CompletionResponse(text=acc, delta=chunk)
+
+
+async def run_and_collect(
+    workflow: Workflow, *, tokens: bool = False, **start: Any
+) -> tuple[Any, list[Any]]:
+    """Run `workflow` to the end; return its result and every event it streamed, in order.
+
+    ``out, events = await run_and_collect(wf, user_msg="...")``. The streamed tokens
+    (``AgentStream`` events) are left out unless `tokens` is true; `start` goes to
+    ``workflow.run`` (``user_msg=``, ``ctx=``, ``start_event=`` ...). A failed run raises
+    as ``await workflow.run(...)`` does.
+    """
+    handler = workflow.run(**start)
+    events = [e async for e in handler.stream_events() if tokens or not isinstance(e, AgentStream)]
+    return await handler, events
+
+
+def events_of(events: Iterable[object], kind: type[E]) -> list[E]:
+    """The events of one type (``events_of(events, TaskResult)``), in order."""
+    return [e for e in events if isinstance(e, kind)]

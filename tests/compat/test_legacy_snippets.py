@@ -5,6 +5,7 @@
 import asyncio
 import time
 
+import pytest
 from llama_index.core.chat_engine.types import AgentChatResponse
 from llama_index.core.tools import FunctionTool
 
@@ -50,6 +51,10 @@ def test_llmcompiler_worker_as_agent_chat(capsys):
     assert [m.content for m in agent.chat_history] == ["What is (121 * 3) + 42?", "405"]
 
 
+# The snippet passes callback_manager= to both, which warns that it does little here
+# (test_compat_api checks the warnings); here the snippet runs as users wrote it.
+@pytest.mark.filterwarnings("ignore:LLMCompilerAgentWorker\\(callback_manager=:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:AgentRunner\\(callback_manager=:DeprecationWarning")
 def test_the_readme_agent_runner_snippet():
     llm = ScriptedLLM([PLAN, FINISH])
     tools = [FunctionTool.from_defaults(fn=multiply), FunctionTool.from_defaults(fn=add)]

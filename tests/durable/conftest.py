@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -73,49 +71,41 @@ TASK_CALLS = {
 
 
 def journaled(database: str, run_id: str) -> set[tuple[str, str]]:
-    """The calls whose step outcome is in DBOS's journal of `run_id` (read it right after a
-    kill: a result can reach the event stream before its step's outcome is written, and
-    only a journaled outcome is promised never to run again)."""
-    from llm_compiler.events import TaskResult
-
+    """The calls whose outcome is in the journal of `run_id` (read it right after a kill: a
+    result can reach the event stream before its fact is committed, and only a committed
+    fact is promised never to run again): the planner's once round 0's plan is recorded
+    complete, a tool's once its task's result is, the joiner's once the answer is."""
+    query = "SELECT kind, key, body FROM llmc_facts WHERE run_id = {mark}"
     if database.startswith("sqlite:///"):
         import sqlite3
 
-        query = (
-            "SELECT function_name, output FROM operation_outputs "
-            "WHERE workflow_uuid = ? AND function_name LIKE 'compiler.%'"
-        )
         with sqlite3.connect(database.removeprefix("sqlite:///")) as db:
-            rows = db.execute(query, (run_id,)).fetchall()
+            rows = db.execute(query.format(mark="?"), (run_id,)).fetchall()
     else:
         import psycopg
 
-        query = (
-            "SELECT function_name, output FROM dbos.operation_outputs "
-            "WHERE workflow_uuid = %s AND function_name LIKE 'compiler.%%'"
-        )
         with psycopg.connect(database) as db:
-            rows = db.execute(query, (run_id,)).fetchall()
+            rows = db.execute(query.format(mark="%s"), (run_id,)).fetchall()
     out: set[tuple[str, str]] = set()
-    for step, output in rows:
-        if step == "compiler.plan":
+    for kind, key, body in rows:
+        if kind == "round" and key == "0" and json.loads(body)["complete"]:
             out.add(("llm", "planner"))
-        elif step == "compiler.join":
+        elif kind == "head" and json.loads(body)["answer"] is not None:
             out.add(("llm", "joiner"))
-        elif step == "compiler.execute" and output:
-            # The test's own database: the step's returned events, as DBOS pickled them.
-            for item in pickle.loads(base64.b64decode(output)):
-                if isinstance(getattr(item, "result", None), TaskResult):
-                    out.add(TASK_CALLS[item.result.task_id])
+        elif kind == "result":
+            out.add(TASK_CALLS[int(key.split(":")[1])])
     return out
 
 
 class Worker:
     """One ``llm-compiler serve`` process."""
 
-    def __init__(self, store: str, calls: Calls, *extra: str, crash_at: str = "") -> None:
+    def __init__(
+        self, store: str, calls: Calls, *extra: str, crash_at: str = "", slow: float = 0
+    ) -> None:
         env = {
             **os.environ,
+            "LLMC_SLOW_SECONDS": str(slow),
             "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
             "LLMC_CALLS": str(calls.path),
             "LLMC_CRASH_AT": crash_at,
@@ -142,7 +132,7 @@ class Worker:
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
-        self.client.close()
+        self._close()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -151,7 +141,13 @@ class Worker:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self._close()
+
+    def _close(self) -> None:
         self.client.close()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
     def start_run(self, **start: object) -> str:
         body = {"start_event": {"user_msg": "alpha, beta and gamma?", **start}}

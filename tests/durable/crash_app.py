@@ -46,9 +46,10 @@ async def fetch(name: str) -> str:
 
 
 async def slow(name: str) -> str:
-    """Fetch a value that takes a while."""
+    """Fetch a value that takes a while (``LLMC_SLOW_SECONDS``, 0 by default)."""
     note("tool", f"slow:{name}")
     await stop_here("tool")
+    await asyncio.sleep(float(os.environ.get("LLMC_SLOW_SECONDS", "0")))
     return f"slow value of {name}"
 
 

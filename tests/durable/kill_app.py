@@ -1,8 +1,9 @@
 """A durable run on SQLite, for tests that kill it with SIGKILL and run it again.
 
-Usage: ``python kill_app.py DIR CRASH [BACKEND]``. BACKEND is ``dbos`` (default:
-llama-agents-dbos) or ``server`` (llama-agents-server's SQLite workflow store, which
-resumes runs from its tick journal and state row when it starts). CRASH is one of
+Usage: ``python kill_app.py DIR CRASH [BACKEND]``. BACKEND is ``journal`` (default:
+:func:`llm_compiler.durable.durable_runtime`, the fact journal) or ``server``
+(llama-agents-server's SQLite workflow store, which resumes runs from its tick journal and
+state row when it starts). CRASH is one of
 ``none``, ``tool`` (the slow
 tool signals, writing DIR/ready, then blocks until the test kills the process),
 ``plan`` (killed while the plan streams, after tasks 1 and 2 finished), ``schedule``
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_compiler import LLMCompilerWorkflow
-from llm_compiler.durable import dbos_runtime
+from llm_compiler.durable import at_most_once, durable_runtime
 from llm_compiler.engine.scheduler import Decision
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.engine.summary import CompilerOutput
@@ -32,7 +33,7 @@ from llm_compiler.testing import LLMCall, ScriptedLLM
 
 DIR = Path(sys.argv[1])
 CRASH = sys.argv[2]
-BACKEND = sys.argv[3] if len(sys.argv) > 3 else "dbos"
+BACKEND = sys.argv[3] if len(sys.argv) > 3 else "journal"
 RUN_ID = "durable-run-1"
 QUESTION = "Look up a and b, then combine them."
 PLAN = '1. lookup("a")\n2. lookup("b")\n3. slow($1)\n4. lookup($2)\n5. join()'
@@ -64,8 +65,10 @@ async def lookup(x: str) -> str:
 
 async def slow(x: str) -> str:
     """Combine x, slowly."""
+    if CRASH == "once" or CRASH == "none-once":
+        await at_most_once()  # committed before the call's effect
     log(f"start slow {x}")
-    if CRASH == "tool":
+    if CRASH in ("tool", "once"):
         (DIR / "ready").write_text("started")
         await asyncio.Event().wait()  # until the test kills this process
     log(f"done slow {x}")
@@ -126,8 +129,8 @@ def report(out: Any) -> None:
     print(json.dumps({"answer": str(out), "outputs": outputs}), flush=True)
 
 
-async def on_dbos() -> None:
-    runtime = dbos_runtime(f"sqlite:///{DIR / 'dbos.sqlite'}", app_name="llmc-kill-test")
+async def on_journal() -> None:
+    runtime = durable_runtime(f"sqlite:///{DIR / 'runs.sqlite'}")
     wf = workflow(runtime=runtime, workflow_name="llmc_kill_test")
     await runtime.launch()
     try:
@@ -162,4 +165,4 @@ async def on_server_store() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(on_dbos() if BACKEND == "dbos" else on_server_store())
+    asyncio.run(on_journal() if BACKEND == "journal" else on_server_store())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
@@ -59,8 +60,9 @@ def test_one_sqlite_store_serves_one_process(tmp_path):
 
     first = FileLiveness(str(tmp_path / "runs.db.lock"))
     first.claim()
-    with pytest.raises(ConfigurationError, match="Another process already serves"):
+    with pytest.raises(ConfigurationError, match="Another process already uses"):
         FileLiveness(str(tmp_path / "runs.db.lock")).claim()
+    asyncio.run(first.stop())
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "two"])

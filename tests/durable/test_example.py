@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("llama_agents.dbos")
+pytest.importorskip("asyncpg")
 pytestmark = pytest.mark.timeout(240)
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
@@ -54,6 +54,7 @@ def test_the_example_finishes_after_a_kill(tmp_path: Path) -> None:
             time.sleep(0.02)
         first.send_signal(signal.SIGKILL)
         first.wait(30)
+        first.stdout.close()
         env["DEMO_TOOL_LATENCY"] = "0"
         second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
         assert second.returncode == 0, second.stderr[-3000:]

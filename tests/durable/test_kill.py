@@ -1,7 +1,8 @@
 """kill -9 a durable run (a real subprocess) at each point; run it again.
 
-Two runtimes, both on SQLite: llama-agents-dbos (DBOS journals each step), and
-llama-agents-server's workflow store (it resumes a run from its tick journal at start).
+Two runtimes, both on SQLite: the fact journal (``durable_runtime``: the run's facts are
+kept, the run rebuilt from them), and llama-agents-server's workflow store (it resumes a
+run from its tick journal at start).
 
 The tools and LLM calls append to a log file, so the test counts what ran across both
 processes: a finished tool, planner or joiner call never runs again, the call in flight
@@ -19,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("llama_agents.dbos")
+pytest.importorskip("asyncpg")
 
 APP = Path(__file__).with_name("kill_app.py")
 pytestmark = pytest.mark.timeout(240)
 
 
-BACKENDS = ["dbos", "server"]
+BACKENDS = ["journal", "server"]
 
 
 def start(directory: Path, crash: str, backend: str) -> subprocess.Popen[str]:
@@ -126,4 +127,40 @@ def test_a_run_killed_with_a_tool_in_flight_runs_only_that_call_again(
     log = calls(tmp_path)
     assert_nothing_finished_ran_again(log, unrecorded=1)  # a lookup returning at the kill
     assert log.count("start slow A") == 2  # at-least-once: the call in flight ran again
+    assert log.count("llm planner") == 1 and log.count("llm joiner") == 1
+
+
+def test_an_at_most_once_call_cut_by_a_kill_is_not_run_again(tmp_path: Path) -> None:
+    """The slow tool marks itself at-most-once (``durable.at_most_once()``) before its effect;
+    killed there, the resumed run does not call it again: the task's outcome says the
+    outcome is unknown, and the run goes on without it."""
+    import asyncio
+
+    from llm_compiler.durable import durable_runtime
+    from llm_compiler.durable.recovery import UNKNOWN
+
+    first = start(tmp_path, "once", "journal")
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ready").exists():
+        assert first.poll() is None and time.monotonic() < deadline, first.stderr
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+
+    async def cut() -> list[tuple[int, int]]:
+        runtime = durable_runtime(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+        await runtime.journal.open()
+        try:
+            return await runtime.journal.started_without_result("durable-run-1")
+        finally:
+            await runtime.journal.close()
+            assert runtime.durable is not None
+            await runtime.durable.liveness.stop()
+
+    assert asyncio.run(cut()) == [(0, 3)]
+    out = finish(tmp_path, "journal")
+    assert out["answer"] == "A and B combined"
+    assert out["outputs"] == {"1": "A", "2": "B", "3": UNKNOWN, "4": "B"}
+    log = calls(tmp_path)
+    assert log.count("start slow A") == 1, log  # not run again
     assert log.count("llm planner") == 1 and log.count("llm joiner") == 1

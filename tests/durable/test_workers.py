@@ -93,11 +93,11 @@ def test_a_run_waiting_for_approval_leaves_memory_and_comes_back(database, calls
     handler_id = worker.start_run(mode="approve")
     request = worker.events(handler_id, stop_at="PlanApprovalRequest")[-1]
     run_id = worker.client.get(f"/handlers/{handler_id}").json()["run_id"]
-    query = "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = %s"
+    query = "SELECT owner, idle_since FROM llmc_runs WHERE run_id = %s"
     deadline = time.monotonic() + 30
     with psycopg.connect(database) as db:
-        # Released: its DBOS workflow ended (nothing of it runs or waits in any worker)...
-        while db.execute(query, (run_id,)).fetchone()[0] != "SUCCESS":
+        # Released: no worker holds it, and it is marked idle (nothing of it runs anywhere)...
+        while db.execute(query, (run_id,)).fetchone() != (None, pytest.approx(time.time(), abs=60)):
             assert time.monotonic() < deadline, "the waiting run was never released"
             time.sleep(0.1)
     # ...while the run itself still waits, and the verdict loads it again.

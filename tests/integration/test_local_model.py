@@ -18,7 +18,7 @@ from llama_index.core.agent.workflow import AgentStream
 
 from llm_compiler.dialects.llmcompiler import PlanParser
 from llm_compiler.events import PlanEvent, TaskReady, TaskResult
-from llm_compiler.local import MODEL_NAME, LocalLLMServer, local_llm
+from llm_compiler.models import MODEL_NAME, LocalLLMServer, local_llm
 from llm_compiler.plan import END_OF_PLAN
 
 from .conftest import load_demo_tools

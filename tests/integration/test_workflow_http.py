@@ -16,7 +16,6 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from llama_index.core.agent.workflow import AgentStream
 from llama_index.llms.openai import OpenAI
 from llama_index.llms.openai_like import OpenAILike
 
@@ -30,6 +29,7 @@ from llm_compiler import (
     TaskResult,
 )
 from llm_compiler.engine.llm import COMPLETION_MAX_TOKENS
+from llm_compiler.testing import events_of, run_and_collect
 
 from .fake_openai import (
     CHAT_PATH,
@@ -81,17 +81,6 @@ def openai_llm(fake: FakeOpenAI, **kwargs: Any) -> OpenAI:
     return OpenAI(model="gpt-4o-mini", api_base=fake.base_url, api_key="sk-test", **options)
 
 
-async def run(wf: LLMCompilerWorkflow, question: str) -> tuple[Any, list[Any]]:
-    """Run to the end; return the output and every streamed event but tokens."""
-    handler = wf.run(user_msg=question)
-    events = [ev async for ev in handler.stream_events() if not isinstance(ev, AgentStream)]
-    return await handler, events
-
-
-def of(events: list[Any], kind: type) -> list[Any]:
-    return [e for e in events if isinstance(e, kind)]
-
-
 def is_planner(body: dict[str, Any]) -> bool:
     return "<END_OF_PLAN>" in (body.get("stop") or [])
 
@@ -116,7 +105,7 @@ async def test_chat_path_sends_streamed_requests_and_returns_the_answer(fake_ope
     llm = like_llm(fake_openai) if client == "openai_like" else openai_llm(fake_openai)
     wf = LLMCompilerWorkflow(tools=[height, subtract], llm=llm, timeout=20)
 
-    out, events = await run(wf, QUESTION)
+    out, events = await run_and_collect(wf, user_msg=QUESTION)
 
     assert str(out) == ANSWER
     assert [r["path"] for r in fake_openai.requests] == [CHAT_PATH, CHAT_PATH]
@@ -143,10 +132,10 @@ async def test_chat_path_sends_streamed_requests_and_returns_the_answer(fake_ope
         "3. subtract($1, $2)\nObservation: 238",
     ):
         assert line in joiner_user
-    results = {r.task_id: r.output for r in of(events, TaskResult)}
+    results = {r.task_id: r.output for r in events_of(events, TaskResult)}
     assert results == {1: 8849, 2: 8611, 3: 238}
-    assert of(events, TaskReady)[-1].args == {"a": 8849, "b": 8611}
-    assert len(of(events, JoinEvent)) == 1
+    assert events_of(events, TaskReady)[-1].args == {"a": 8849, "b": 8611}
+    assert len(events_of(events, JoinEvent)) == 1
 
 
 @pytest.mark.timeout(30)
@@ -158,7 +147,7 @@ async def test_completion_path_sends_one_prompt_per_call(fake_openai):
         tools=[height, subtract], llm=like_llm(fake_openai, chat=False), timeout=20
     )
 
-    out, events = await run(wf, QUESTION)
+    out, events = await run_and_collect(wf, user_msg=QUESTION)
 
     assert str(out) == ANSWER
     assert [r["path"] for r in fake_openai.requests] == [COMPLETIONS_PATH, COMPLETIONS_PATH]
@@ -178,7 +167,7 @@ async def test_completion_path_sends_one_prompt_per_call(fake_openai):
         "Answer the question: How much higher is Mount Everest than K2?\nThought:"
     )
     assert "1. height('Mount Everest')\nObservation: 8849" in joiner["prompt"]
-    assert len(of(events, TaskResult)) == 3
+    assert len(events_of(events, TaskResult)) == 3
 
 
 # -------------------------------------------------------------------- streaming dispatch
@@ -214,7 +203,7 @@ async def test_tasks_run_while_the_plan_still_streams(fake_openai, chat):
         tools=[release, search], llm=like_llm(fake_openai, chat=chat), timeout=10
     )
 
-    out, events = await run(wf, "q")
+    out, events = await run_and_collect(wf, user_msg="q")
 
     assert str(out) == "done"
     assert held.reached.is_set() and calls == ["go"]
@@ -227,7 +216,7 @@ async def test_tasks_run_while_the_plan_still_streams(fake_openai, chat):
         for e in events
     ]
     assert kinds.index(("ready", 1)) < kinds.index(("plan", True))
-    assert of(events, TaskResult)[-1].output == "found released and more"
+    assert events_of(events, TaskResult)[-1].output == "found released and more"
 
 
 # -------------------------------------------------------------------- HTTP errors
@@ -243,7 +232,7 @@ async def test_planner_http_errors_are_retried(fake_openai, status):
     )
 
     started = time.monotonic()
-    out, _ = await run(wf, QUESTION)
+    out, _ = await run_and_collect(wf, user_msg=QUESTION)
 
     assert str(out) == ANSWER
     assert phases(fake_openai) == ["planner"] * 3 + ["joiner"]
@@ -259,7 +248,7 @@ async def test_joiner_http_error_is_retried(fake_openai, status):
         tools=[height, subtract], llm=like_llm(fake_openai, max_retries=1), timeout=20
     )
 
-    out, _ = await run(wf, QUESTION)
+    out, _ = await run_and_collect(wf, user_msg=QUESTION)
 
     assert str(out) == ANSWER
     assert phases(fake_openai) == ["planner", "joiner", "joiner"]
@@ -386,19 +375,21 @@ async def test_replan_round_continues_the_plan(fake_openai, chat):
         tools=[search, population], llm=like_llm(fake_openai, chat=chat), timeout=20
     )
 
-    out, events = await run(wf, "How many people live in the capital of France?")
+    out, events = await run_and_collect(
+        wf, user_msg="How many people live in the capital of France?"
+    )
 
     assert str(out) == answer
     assert out.raw["replans"] == 1
     assert phases(fake_openai) == ["planner", "joiner", "planner", "joiner"]
-    assert [(e.round, e.reason) for e in of(events, ReplanEvent)] == [
+    assert [(e.round, e.reason) for e in events_of(events, ReplanEvent)] == [
         (1, "The population of the capital is missing.")
     ]
-    assert [(e.round, e.task_id, e.args) for e in of(events, TaskReady)] == [
+    assert [(e.round, e.task_id, e.args) for e in events_of(events, TaskReady)] == [
         (0, 1, {"query": "capital of France"}),
         (1, 3, {"city": "Paris"}),
     ]
-    assert [r.output for r in of(events, TaskResult)] == ["Paris", "2.1 million"]
+    assert [r.output for r in events_of(events, TaskResult)] == ["Paris", "2.1 million"]
 
     replanner = prompt_of(fake_openai.bodies[2])
     assert "1. search('capital of France')\nObservation: Paris" in replanner

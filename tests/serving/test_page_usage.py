@@ -35,7 +35,7 @@ async def test_the_page_shows_tokens_cost_time_and_critical_path(browser, overla
         if priced:
             assert stats["cost"].startswith("Cost: $")
         else:
-            assert stats["cost"] == "Cost: cost unknown (no price for this model)"
+            assert stats["cost"] == "Cost: unknown (no price for this model)"
         assert stats["time"].startswith("Time: LLM ") and " · tools " in stats["time"]
         # The chain that ended last: the later fetch, then combine.
         assert stats["critical-path"].split("(")[0].strip() in (

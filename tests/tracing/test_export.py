@@ -80,6 +80,7 @@ def test_serve_exports_to_the_otlp_endpoint_flag():
         finally:
             proc.send_signal(signal.SIGINT)
             assert proc.wait(timeout=30) == 0
+            proc.stdout.close()
         spans = receiver.wait_for("invoke_agent llm_compiler")
     runs = [s for s in spans if s["name"] == "invoke_agent llm_compiler"]
     assert len(runs) == 1

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from llm_compiler import LLMCompilerWorkflow
-from llm_compiler.local import LocalLLMServer, local_llm
+from llm_compiler.models import LocalLLMServer, local_llm
 
 from .conftest import Tree
 

@@ -105,7 +105,7 @@ class LLMCompilerAgent(BaseWorkflowAgent):
                 self._forward(ctx, ev)
             result: CompilerOutput = await handler
         except BaseException:
-            if not handler.done():
+            if not handler.is_done():
                 await handler.cancel_run()
             raise
         direct = result.summary.return_direct

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.llms import LLM
-from llama_index.core.settings import Settings
 
 from llm_compiler.compat.runner import AgentRunner
 from llm_compiler.config import CONFIG_FIELDS
+from llm_compiler.engine.llm import default_llm
 
 #: Options of the new engine a legacy constructor also takes (``tool_timeout=10`` ...).
 ENGINE_OPTIONS = CONFIG_FIELDS | {"timeout", "system_prompt", "name"}
@@ -56,7 +56,7 @@ class LegacyWorker:
         verbose: bool,
         options: dict[str, Any],
     ) -> None:
-        self.llm = llm or Settings.llm
+        self.llm = llm or default_llm()
         self.tools = list(tools or [])
         self.tool_retriever = tool_retriever
         self.verbose = verbose
@@ -86,7 +86,7 @@ class LegacyPack:
         agent_worker_kwargs: dict[str, Any] | None = None,
         agent_runner_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        self.llm = llm or Settings.llm
+        self.llm = llm or default_llm()
         self.callback_manager = callback_manager or self.llm.callback_manager
         worker_kwargs = {"verbose": True, **(agent_worker_kwargs or {})}
         self.agent_worker = self.worker_class.from_tools(  # type: ignore[attr-defined]

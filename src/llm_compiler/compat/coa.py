@@ -9,7 +9,7 @@ from llama_index.core.llms import LLM
 
 from llm_compiler.compat._worker import LegacyPack, LegacyWorker, deprecated, split_options
 from llm_compiler.dialects.coa import CoADialect
-from llm_compiler.dialects.coa.workflow import ChainOfAbstractionWorkflow
+from llm_compiler.presets import ChainOfAbstractionWorkflow
 
 
 class CoAAgentWorker(LegacyWorker):

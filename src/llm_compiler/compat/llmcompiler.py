@@ -11,11 +11,10 @@ from llama_index.core.prompts import PromptTemplate
 
 from llm_compiler.compat._worker import LegacyPack, LegacyWorker, split_options
 from llm_compiler.dialects import prompting as prompting
-from llm_compiler.dialects.base import PlannerContext
+from llm_compiler.dialects.base import LLMRequest, PlannerContext
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JOIN_STOP
-from llm_compiler.engine.llm import LLMRequest
 from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import ConfigurationError
 

@@ -141,7 +141,7 @@ class AgentRunner:
                 yield ev
             result: CompilerOutput = await handler
         except BaseException:
-            if not handler.done():
+            if not handler.is_done():
                 await handler.cancel_run()
             raise
         if printer is not None:

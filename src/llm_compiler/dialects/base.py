@@ -6,22 +6,60 @@ sequences and request extras, a streaming parser that turns the model's text int
 engine (scheduler, executor, events, state) never knows which dialect produced the
 tasks; adding a format is a new module here.
 
+The types both sides speak live here too: the :class:`LLMRequest` a dialect asks for,
+the :class:`JoinerDecision` it parses, the :class:`PlannerContext` it is given (and
+:mod:`.prompting`'s records). The engine imports them; no dialect imports the engine.
+
 Optional: a dialect may also implement :class:`DirectAnswer` to end a round without the
 joiner call when the planner's own text already is the answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
 
+from llama_index.core.llms import ChatMessage
 from llama_index.core.tools import BaseTool
 
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord
-from llm_compiler.dialects.thought_action import JoinerDecision
-from llm_compiler.engine.llm import LLMRequest
 from llm_compiler.plan import PlanTask
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One LLM call: messages for a chat model, or one prompt for a completion model.
+
+    Attributes:
+        messages: Chat messages (chat models).
+        prompt: The whole prompt (completion models).
+        stop: Stop sequences; the text is cut before the first one.
+        prefill: Text the prompt already ends with that belongs to the reply (``Thought:``).
+        extras: Request-body fields for servers that take them (``grammar``,
+            ``response_format``); sent to OpenAI-protocol clients as ``extra_body``.
+    """
+
+    messages: Sequence[ChatMessage] | None = None
+    prompt: str | None = None
+    stop: Sequence[str] = ()
+    prefill: str = ""
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JoinerDecision:
+    """What the joiner decided.
+
+    Attributes:
+        action: ``finish`` (answer the user) or ``replan`` (plan again).
+        content: The answer, or the reason to replan (may be empty: a failed join).
+        thought: The joiner's ``Thought:``, if any.
+    """
+
+    action: Literal["finish", "replan"]
+    content: str
+    thought: str | None = None
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,10 @@ from llama_index.core.tools import BaseTool
 
 from llm_compiler.dialects import prompting as prompting
 from llm_compiler.dialects.arguments import PlanLineError, nesting_depth, parse_json_call
-from llm_compiler.dialects.base import PlannerContext
+from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
 from llm_compiler.dialects.llmcompiler.prompts import render_actions
 from llm_compiler.dialects.prompting import PromptContext
-from llm_compiler.dialects.thought_action import JoinerDecision, JoinerInput, parse_joiner_output
-from llm_compiler.engine.llm import LLMRequest
+from llm_compiler.dialects.thought_action import JoinerInput, parse_joiner_output
 from llm_compiler.plan import PlanError, PlanTask, iter_refs
 
 JSON_INSTRUCTIONS = """\

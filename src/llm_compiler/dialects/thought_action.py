@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from llm_compiler.dialects import prompting as prompting
+from llm_compiler.dialects.base import JoinerDecision, LLMRequest
 from llm_compiler.dialects.grammar import joiner_grammar
 from llm_compiler.dialects.prompting import PromptContext
-from llm_compiler.engine.llm import LLMRequest
 
 END_OF_RESPONSE = "<END_OF_RESPONSE>"
 #: Stops only on a sentinel no answer contains (``###`` or ``Question:`` may be content).
@@ -59,21 +59,6 @@ Thought: I know the country but not its population.
 Action: Replan(Search for the population of Australia.)
 <END_OF_RESPONSE>
 """
-
-
-@dataclass(frozen=True)
-class JoinerDecision:
-    """What the joiner decided.
-
-    Attributes:
-        action: ``finish`` (answer the user) or ``replan`` (plan again).
-        content: The answer, or the reason to replan (may be empty: a failed join).
-        thought: The joiner's ``Thought:``, if any.
-    """
-
-    action: Literal["finish", "replan"]
-    content: str
-    thought: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,143 +1,215 @@
-"""One process's durable backend: DBOS configured for a store, its runtime and workflow store."""
+"""One process's durable backend: the journal, the worker's liveness, and which runs it holds.
+
+A run row (``llmc_runs``) names the worker that holds the run (``owner``). A run nobody
+holds (its worker died or stopped, it waited for input long enough to leave memory, or
+every worker was at its ``--max-runs`` when it started) is claimed by a worker with room
+for it: one ``UPDATE ... WHERE run_id IN (SELECT ... FOR UPDATE SKIP LOCKED)`` on
+Postgres, so each run is claimed by exactly one worker; on SQLite the one process holds
+them all. A claimed run resumes from its journal (:meth:`JournalRuntime.resume`).
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-import socket
-import uuid
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from llm_compiler.durable.spec import StoreSpec, parse_store
+from llm_compiler.durable.config import (
+    CONNECT_TIMEOUT,
+    IDLE_RELEASE,
+    OUTAGE_LIMIT,
+    DurableConfig,
+)
+from llm_compiler.durable.journal import RUN_COLUMNS, Journal, RunRecord
+from llm_compiler.durable.runtime import JournalRuntime
+from llm_compiler.durable.spec import StoreSpec
+from llm_compiler.durable.workers import FileLiveness, Liveness, PostgresLiveness
 from llm_compiler.errors import ConfigurationError
-
-if TYPE_CHECKING:
-    from llama_agents.dbos import DBOSRuntime
-    from llama_agents.server import AbstractWorkflowStore
-    from workflows.runtime.types.plugin import Runtime
-
-    from llm_compiler.durable.workers import Liveness
 
 logger = logging.getLogger(__name__)
 
-#: Seconds a run waiting for input (a plan approval) stays in memory before it is released
-#: to the database; the next event sent to it loads it again, on any worker.
-IDLE_TIMEOUT = 30.0
-#: How often DBOS looks for queued runs (``--max-runs``) and polls a run's result. DBOS
-#: queues are polled by design; this bounds a queued run's admission delay.
-POLL_SECONDS = 0.05
-#: SQLite has no LISTEN/NOTIFY: DBOS looks for the messages a run's steps send to its
-#: control loop this often (DBOS's default, 1 s, made every served SQLite run take ~1 s).
-SQLITE_NOTIFY_SECONDS = 0.01
-CONNECT_TIMEOUT = 5.0
+#: The channel a worker notifies when runs wait for a worker (queued or released).
+QUEUE_CHANNEL = "llmc_queue"
+#: Exit status of a worker that stops because its store stayed away (EX_TEMPFAIL).
+EXIT_STORE_LOST = 75
+
+_ORPHAN = "status = 'running' AND idle_since IS NULL AND owner IS NULL"
+
+
+def _fatal(message: str) -> None:
+    print(f"error: {message}; stopping.", file=sys.stderr, flush=True)  # noqa: T201
+    os._exit(EXIT_STORE_LOST)
 
 
 @dataclass
 class Durable:
-    """DBOS set up for one store; one per process (DBOS is a process-wide singleton).
+    """The durable backend of one process (one per process and store).
 
     Attributes:
-        spec: The store.
-        runtime: The DBOS runtime; pass it to workflows run in your own process.
-        worker: This process's executor id: runs it holds are marked with it.
-        idle_release: Seconds a run waiting for input stays in memory (then it is
-            released to the database; the next event sent to it loads it on any worker).
+        config: The store, worker id and limits.
+        journal: Where runs are kept.
+        runtime: The workflow runtime (give it to ``WorkflowServer``, or run workflows on it).
+        max_runs: Runs this process holds at once (None: no cap).
     """
 
-    spec: StoreSpec
-    runtime: DBOSRuntime
-    worker: str
-    liveness: Liveness | None = field(default=None, repr=False)
-    idle_release: float = IDLE_TIMEOUT
+    config: DurableConfig
+    journal: Journal
+    runtime: JournalRuntime
+    liveness: Liveness
+    max_runs: int | None = None
 
     @property
-    def store(self) -> AbstractWorkflowStore:
-        """The workflow store (handlers, events, ticks) in the same database."""
-        from llm_compiler.durable.runtime import event_driven_store
+    def spec(self) -> StoreSpec:
+        """The store."""
+        return self.config.spec
 
-        return event_driven_store(self.runtime)
+    @property
+    def worker(self) -> str:
+        """This process's worker id (the ``owner`` of the runs it holds)."""
+        return self.config.worker
 
-    def server_runtime(self) -> Runtime:
-        """The runtime to give ``WorkflowServer``: DBOS, idle release, resume marks, workers."""
-        from llm_compiler.durable.runtime import WorkerRuntime, event_driven_store
+    @property
+    def idle_release(self) -> float:
+        """Seconds a run waiting for input stays in memory."""
+        return self.config.idle_release
 
-        event_driven_store(self.runtime)  # before the chain captures the store
-        inner = self.runtime.build_server_runtime(idle_timeout=self.idle_release)
-        return WorkerRuntime(inner, durable=self)
+    @property
+    def degraded(self) -> bool:
+        """Whether the store is unreachable right now (runs pause; requests may wait)."""
+        return self.journal.degraded or self.liveness.degraded
 
     async def holders(self, run_ids: list[str]) -> dict[str, str]:
-        """The worker (executor id) holding or last holding each run."""
-        from dbos import DBOS
-
+        """The worker holding (or that last held) each run."""
         if not run_ids:
             return {}
-        found = await DBOS.list_workflows_async(
-            workflow_ids=run_ids, load_input=False, load_output=False
+        marks = ", ".join("?" for _ in run_ids)
+        rows = await self.journal.fetch(
+            f"SELECT run_id, owner FROM llmc_runs WHERE run_id IN ({marks})", *run_ids
         )
-        return {w.workflow_id: str(w.executor_id) for w in found if w.executor_id}
+        return {str(r): str(o) for r, o in rows if o}
+
+    # ------------------------------------------------------------------ claims
+
+    async def release(self, worker: str) -> None:
+        """Hand the unfinished runs of `worker` (dead or stopping) back to the queue."""
+        rows = await self.journal.fetch(
+            "UPDATE llmc_runs SET owner = NULL WHERE owner = ? AND status = 'running'"
+            " RETURNING run_id",
+            worker,
+        )
+        if rows:
+            logger.warning(
+                "Worker %s is gone; %d run(s) wait for a worker: %s",
+                worker,
+                len(rows),
+                ", ".join(str(r[0]) for r in rows),
+            )
+            await self.notify_queue()
+
+    async def notify_queue(self) -> None:
+        """Wake the workers waiting for runs (Postgres)."""
+        if self.spec.kind == "postgres":
+            await self.journal.fetch("SELECT pg_notify(?, '')", QUEUE_CHANNEL)
+
+    async def claim(self, room: int | None) -> list[RunRecord]:
+        """Take up to `room` runs that nobody holds (None: all); their rows."""
+        if room is not None and room <= 0:
+            return []
+        limit = "" if room is None else f" LIMIT {int(room)}"
+        if self.spec.kind == "postgres":
+            pick = f"SELECT run_id FROM llmc_runs WHERE {_ORPHAN} ORDER BY started_at{limit}"
+            pick += " FOR UPDATE SKIP LOCKED"
+        else:
+            pick = f"SELECT run_id FROM llmc_runs WHERE {_ORPHAN} ORDER BY started_at{limit}"
+        rows = await self.journal.fetch(
+            f"UPDATE llmc_runs SET owner = ? WHERE run_id IN ({pick}) RETURNING {RUN_COLUMNS}",
+            self.worker,
+        )
+        return [RunRecord.of(r) for r in rows]
+
+    async def take(self, run_id: str) -> RunRecord | None:
+        """Take `run_id` if nobody holds it (it went idle or waits in the queue)."""
+        rows = await self.journal.fetch(
+            "UPDATE llmc_runs SET owner = ?, idle_since = NULL WHERE run_id = ?"
+            " AND status = 'running' AND owner IS NULL"
+            f" RETURNING {RUN_COLUMNS}",
+            self.worker,
+            run_id,
+        )
+        return RunRecord.of(rows[0]) if rows else None
+
+    async def start(self) -> None:
+        """Open the journal and join the workers; runs left by the dead wait for a worker."""
+        await self.journal.open()
+        await self.liveness.start()
+        if self.spec.kind == "sqlite":  # this process is the only one: its runs are orphans
+            await self.journal.fetch(
+                "UPDATE llmc_runs SET owner = NULL WHERE status = 'running' AND idle_since IS NULL"
+            )
+        else:
+            await self.journal.fetch(
+                "UPDATE llmc_runs SET owner = NULL WHERE owner = ? AND status = 'running'",
+                self.worker,
+            )
+
+    async def stop(self) -> None:
+        """Release the runs this worker holds, close the journal, leave the workers."""
+        try:
+            await self.journal.commit()
+            await self.journal.fetch(
+                "UPDATE llmc_runs SET owner = NULL WHERE owner = ? AND status = 'running'",
+                self.worker,
+            )
+            await self.notify_queue()
+        except Exception as e:  # the store is away: the next worker releases them
+            logger.warning("Could not release this worker's runs: %s", e)
+        await self.journal.close()
+        await self.liveness.stop()
 
 
-async def open_durable(
+def prepare(
     spec: str | StoreSpec,
     *,
     worker: str | None = None,
-    app_name: str = "llm-compiler",
+    runtime: Callable[[Journal], JournalRuntime] = JournalRuntime,
+    on_fatal: Callable[[str], None] = _fatal,
+    cls: type[Durable] | None = None,
+    idle_release: float = IDLE_RELEASE,
+    outage_limit: float = OUTAGE_LIMIT,
 ) -> Durable:
-    """Configure DBOS for `spec` after checking the database answers.
-
-    Args:
-        spec: ``sqlite:///path`` (one machine) or ``postgresql://...`` (shared by workers).
-        worker: This worker's executor id (default: ``local`` for SQLite, a fresh
-            ``host-pid-xxxx`` for Postgres, so workers never take each other's live runs).
-        app_name: The DBOS application name (workers sharing runs use the same).
+    """A durable backend for `spec`, not yet started (no I/O but the SQLite file lock).
 
     Raises:
-        ConfigurationError: A missing driver, an unknown scheme, an unreachable database,
-            or a SQLite store already served by another process.
+        ConfigurationError: A missing driver, an unknown scheme, or a SQLite store that
+            another process uses.
     """
     from llm_compiler.durable import check_installed
 
     check_installed()
-    parsed = spec if isinstance(spec, StoreSpec) else parse_store(spec)
-    if not parsed.durable:
-        raise ConfigurationError("A durable backend needs sqlite:///... or postgresql://...")
-    liveness: Liveness | None
-    if parsed.kind == "postgres":
-        await _check_reachable(parsed)
-        from llm_compiler.durable.workers import PostgresLiveness
+    config = DurableConfig.build(
+        spec, worker=worker, idle_release=idle_release, outage_limit=outage_limit
+    )
+    journal = Journal(config, on_fatal=on_fatal)
+    held: list[Durable] = []
 
-        worker = worker or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
-        liveness = PostgresLiveness(parsed.url, worker)
+    async def release(worker: str) -> None:
+        await held[0].release(worker)
+
+    liveness: Liveness
+    if config.spec.kind == "sqlite":
+        lock = FileLiveness(config.spec.url.removeprefix("sqlite:///") + ".lock")
+        lock.claim()
+        liveness = lock
     else:
-        from llm_compiler.durable.workers import FileLiveness
-
-        worker = worker or "local"
-        liveness = FileLiveness(parsed.url.removeprefix("sqlite:///") + ".lock")
-        liveness.claim()
-    runtime = _configure(parsed, worker, app_name)
-    return Durable(parsed, runtime, worker, liveness)
+        liveness = PostgresLiveness(config, release, on_fatal)
+    held.append((cls or Durable)(config, journal, runtime(journal), liveness))
+    return held[0]
 
 
-def _configure(spec: StoreSpec, worker: str, app_name: str) -> DBOSRuntime:
-    from dbos import DBOS
-    from llama_agents.dbos import DBOSRuntime
-
-    config: dict[str, Any] = {
-        "name": app_name,
-        "system_database_url": spec.url,
-        "executor_id": worker,
-        "log_level": "WARNING",
-        "run_admin_server": False,
-    }
-    if spec.kind == "sqlite":
-        config["notification_listener_polling_interval_sec"] = SQLITE_NOTIFY_SECONDS
-    DBOS(config=config)  # type: ignore[arg-type]
-    return DBOSRuntime(polling_interval_sec=POLL_SECONDS, queue_polling_interval_sec=POLL_SECONDS)
-
-
-async def _check_reachable(spec: StoreSpec) -> None:
-    """A one-line error now, rather than a traceback from DBOS's launch."""
+async def check_reachable(spec: StoreSpec) -> None:
+    """A one-line error now, rather than a traceback later."""
     import asyncpg
 
     try:

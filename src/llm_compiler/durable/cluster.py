@@ -48,6 +48,14 @@ class Cluster:
     _names: Iterator[int]
     _bin: str
     _user: list[str]
+    _data: str = ""
+    _options: str = ""
+
+    @property
+    def pid(self) -> int:
+        """The postmaster's process id (its children are the database's processes)."""
+        with open(os.path.join(self._data, "postmaster.pid")) as f:
+            return int(f.readline())
 
     def url(self, database: str = "postgres") -> str:
         """The URL of `database` (user ``postgres``, trust auth on loopback)."""
@@ -59,14 +67,34 @@ class Cluster:
         self._psql(f"CREATE DATABASE {name}")
         return self.url(name)
 
+    def restart(self) -> None:
+        """``pg_ctl restart -m fast`` (same port and options)."""
+        self._ctl("-m", "fast", "-w", "-l", self._log, "restart")
+
+    def stop(self) -> None:
+        """``pg_ctl stop -m fast``: the database is down until :meth:`start`."""
+        self._ctl("-m", "fast", "-w", "stop")
+
+    def start(self) -> None:
+        """Start the stopped cluster again (same port and options)."""
+        self._ctl("-o", self._options, "-w", "-l", self._log, "start")
+
+    @property
+    def _log(self) -> str:
+        return f"{os.path.dirname(self._data)}/log"
+
+    def _ctl(self, *args: str) -> None:
+        _run([*self._user, f"{self._bin}/pg_ctl", "-D", self._data, *args])
+
     def _psql(self, sql: str) -> None:
         cmd = [f"{self._bin}/psql", "-q", "-h", "127.0.0.1", "-p", str(self.port)]
         subprocess.run([*cmd, "-U", "postgres", "-c", sql], check=True, capture_output=True)
 
 
 @contextmanager
-def throwaway_postgres() -> Iterator[Cluster]:
-    """Start a cluster; stop and delete it on exit.
+def throwaway_postgres(fsync: bool = False) -> Iterator[Cluster]:
+    """Start a cluster (`fsync`: flush commits to disk, as a production database does;
+    off by default, which is faster and enough for tests); stop and delete it on exit.
 
     Raises:
         ConfigurationError: PostgreSQL is not installed (``apt-get install postgresql``).
@@ -81,14 +109,16 @@ def throwaway_postgres() -> Iterator[Cluster]:
         os.chown(root, pg.pw_uid, pg.pw_gid)
         user = ["runuser", "-u", "postgres", "--"]
     data, port = os.path.join(root, "data"), _free_port()
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off"
+    options = (
+        f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync={'on' if fsync else 'off'}"
+    )
     options += " -c max_connections=300"
     try:
         _run([*user, f"{bindir}/initdb", "-D", data, "-U", "postgres", "-A", "trust"])
         pg_ctl = [*user, f"{bindir}/pg_ctl", "-D", data]
         _run([*pg_ctl, "-o", options, "-w", "-l", f"{root}/log", "start"])
         try:
-            yield Cluster(port, count(1), bindir, user)
+            yield Cluster(port, count(1), bindir, user, data, options)
         finally:
             subprocess.run([*pg_ctl, "-m", "immediate", "stop"], capture_output=True)
     finally:

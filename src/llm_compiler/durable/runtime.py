@@ -1,206 +1,287 @@
-"""The server runtime over DBOS: worker liveness at launch, resume marks in run streams."""
+"""The durable runtime: the in-memory workflow runtime, with a journal of the run's facts.
+
+Runs execute on llama-index-workflows' own asyncio runtime. Durability is added at three
+seams, none of them inside the engine:
+
+- **State.** Each run's state store is an in-memory one whose writes queue the rows of
+  what they add (:mod:`.facts`) to the :class:`~.journal.Journal`.
+- **Steps.** Before a step that acts on the facts starts (a planner, tool or joiner call,
+  a verdict; every step but the scheduler), the run's queued rows are committed
+  (:meth:`~.journal.Journal.barrier`). The scheduler's own writes are not waited for:
+  results of parallel tasks settle one after another without a round trip each, and
+  whatever depends on them waits for one group commit.
+- **Answers.** The run's ``StopEvent`` is published only once its answer is committed.
+
+A run is resumed by folding its rows into its state and sending the steps the events
+that carry it on (:mod:`.recovery`). Which runs this process resumes, and when, is the
+business of :mod:`.backend` (in your own process) and :mod:`.store` (served).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
-from weakref import WeakValueDictionary
+from collections.abc import Callable, Coroutine
+from contextvars import ContextVar
+from typing import Any
 
-from llama_agents.client.protocol.serializable_events import EventEnvelopeWithMetadata
-from llama_agents.dbos.runtime import DBOSWorkflowStore
-from llama_agents.server import AbstractWorkflowStore
-from llama_agents.server._store.abstract_workflow_store import StoredEvent
+from pydantic import BaseModel
 from typing_extensions import override
-from workflows.events import Event
+from workflows import Context
+from workflows.context.serializers import BaseSerializer
+from workflows.context.state_store import InMemoryStateStore, StateStore, infer_state_type
+from workflows.events import Event, StartEvent, StopEvent
+from workflows.handler import WorkflowHandler
+from workflows.plugins.basic import BasicRuntime
 from workflows.runtime.runtime_decorators import (
+    BaseExternalRunAdapterDecorator,
     BaseInternalRunAdapterDecorator,
     BaseRuntimeDecorator,
 )
-from workflows.runtime.types.plugin import InternalRunAdapter, WaitResult
-from workflows.runtime.types.ticks import WorkflowTick
+from workflows.runtime.types.internal_state import BrokerState
+from workflows.runtime.types.named_task import NamedTask, PendingStart, PendingWorker
+from workflows.runtime.types.plugin import (
+    ExternalRunAdapter,
+    InternalRunAdapter,
+    Runtime,
+    WaitForNextTaskResult,
+)
 from workflows.workflow import Workflow
 
-from llm_compiler.durable.events import RunResumed
-
-if TYPE_CHECKING:
-    from llama_agents.dbos import DBOSRuntime
-    from workflows.runtime.types.named_task import NamedTask, PendingStart
-    from workflows.runtime.types.plugin import Runtime, WaitForNextTaskResult
-
-    from llm_compiler.durable.backend import Durable
+from llm_compiler.durable.facts import Row, diff, fold
+from llm_compiler.durable.journal import Journal
+from llm_compiler.durable.recovery import resume_events
+from llm_compiler.engine.state import CompilerState
 
 logger = logging.getLogger(__name__)
-SEEN_RUNS = 10_000
+
+#: Finished runs whose state stays in memory (older ones are folded from the journal).
+STATES_KEPT = 256
+#: The steps that only record facts: they start without waiting for a commit.
+UNGATED_STEPS = frozenset({"schedule"})
+_JOURNAL: ContextVar[Journal | None] = ContextVar("llmc_journal", default=None)
 
 
-class _EventDrivenStore(DBOSWorkflowStore):  # type: ignore[misc]  # untyped upstream
-    """llama-agents-dbos's lazy store proxy, also delegating ``subscribe_events``.
-
-    The 0.7.0 proxy inherits the base class's polling ``subscribe_events`` (a query per
-    second), so event streams lagged up to a second behind the run; the Postgres store
-    it wraps wakes subscribers on LISTEN/NOTIFY, the SQLite one on its own writes.
+async def at_most_once() -> bool:
+    """Inside a tool call of a durable run: commit that this call started, before its side
+    effect. If a crash cuts the call, the resumed run does not call it again: the task's
+    outcome is an error observation saying the outcome is unknown (the joiner, or a
+    human, decides). Returns whether the mark was committed (False outside a durable
+    run's tool call: nothing to do). :meth:`.Journal.started_without_result` lists the
+    calls so cut.
     """
+    from llm_compiler.tools.calls import idempotency_key
+
+    journal, key = _JOURNAL.get(), idempotency_key()
+    if journal is None or key is None:
+        return False
+    run_id, round, task = key.rsplit(":", 2)
+    journal.put(run_id, Row("started", f"{round}:{task}", "{}"))
+    await journal.barrier(run_id)
+    return True
+
+
+class JournaledStateStore(InMemoryStateStore[Any]):
+    """A run's state in memory; each write queues the journal rows of what it adds."""
+
+    def __init__(self, initial: BaseModel, journal: Journal, run_id: str) -> None:
+        super().__init__(initial)
+        self._journal, self._run_id = journal, run_id
 
     @override
-    async def subscribe_events(
-        self, run_id: str, after_sequence: int = -1
-    ) -> AsyncIterator[StoredEvent]:
-        async for event in self._resolve().subscribe_events(run_id, after_sequence):
-            yield event
+    async def _write_state(self, state: BaseModel, storage: Any = None) -> None:
+        if isinstance(state, CompilerState):
+            record = self._memory_storage.load_sync()
+            old = record.data if record is not None else None
+            for row in diff(old if isinstance(old, CompilerState) else None, state):
+                self._journal.put(self._run_id, row)
+        await super()._write_state(state, storage)
 
 
-def event_driven_store(runtime: DBOSRuntime) -> AbstractWorkflowStore:
-    """The runtime's workflow store, installed as an event-driven one (idempotent)."""
-    store = runtime.create_workflow_store()
-    if isinstance(store, _EventDrivenStore):
-        return store
-    assert isinstance(store, DBOSWorkflowStore)
-    # The runtime caches the store it builds; replace the cached proxy (same factory)
-    # before anything else captures it.
-    fixed = _EventDrivenStore(store._factory)
-    runtime._workflow_store = fixed
-    return fixed
+class _JournaledRun(BaseInternalRunAdapterDecorator):
+    """A run's internal adapter: journaled state, steps gated on the commit of the facts
+    they act on, the answer published once committed."""
 
-
-class WorkerRuntime(BaseRuntimeDecorator):
-    """Outermost runtime of a durable server: joins the workers at launch, leaves at destroy,
-    and marks each resumed run's stream with a :class:`RunResumed` event."""
-
-    def __init__(self, decorated: Runtime, *, durable: Durable) -> None:
-        super().__init__(decorated)
-        self._durable = durable
-        # Runs this process has run a step of (bounded): only the first adapter of a run
-        # in a process can be a resume (steps of one run each get an adapter).
-        self._seen: OrderedDict[str, None] = OrderedDict()
-        self._unchecked: set[str] = set()
-
-    @override
-    async def launch(self) -> None:
-        await super().launch()
-        if self._durable.liveness is not None:
-            await self._durable.liveness.start()
-
-    @override
-    async def destroy(self) -> None:
-        try:
-            await super().destroy()
-        finally:
-            # Last: other workers adopt this one's runs once its liveness lock is gone.
-            if self._durable.liveness is not None:
-                await self._durable.liveness.stop()
-
-    @override
-    def get_internal_adapter(self, workflow: Workflow) -> InternalRunAdapter:
-        inner = super().get_internal_adapter(workflow)
-        if inner.run_id not in self._seen:
-            self._seen[inner.run_id] = None
-            self._unchecked.add(inner.run_id)
-            if len(self._seen) > SEEN_RUNS:
-                self._seen.popitem(last=False)
-        return _ResumeMarking(_WallClock(inner), self)
-
-    async def mark_if_resumed(self, run_id: str) -> None:
-        """Append :class:`RunResumed` to `run_id`'s stream if this process takes it up with
-        history (once per run and process: a fresh run has no events yet)."""
-        if run_id not in self._unchecked:
-            return
-        self._unchecked.discard(run_id)
-        store = self._durable.store
-        events = await store.query_events(run_id)
-        if not events:
-            return
-        mark = RunResumed(worker=self._durable.worker, after_sequence=events[-1].sequence)
-        await store.append_event(run_id, EventEnvelopeWithMetadata.from_event(mark))
-        logger.info("Resumed run %s on worker %s", run_id, self._durable.worker)
-
-
-class _WallClock(BaseInternalRunAdapterDecorator):
-    """Reads the time from the clock, not as a DBOS step; writes a run's stream in turn.
-
-    llama-agents-dbos 0.7.0 reads the time as a synchronous DBOS step: two database round
-    trips on the event loop, several per tick (measured: a third of a durable run's CPU).
-    The clock suffices: the control loop only schedules timeouts with it, and a resumed
-    run's alive-time budget is carried by its session-start ticks.
-
-    DBOS appends to a stream at the next free offset; two writes of one run at once (the
-    control loop's and parallel steps') collide and the loser sleeps 100 ms before it
-    retries. One write per run at a time in this process avoids that (a 9-task run on
-    Postgres spent 114 ms in one write).
-    """
-
-    def __init__(
-        self, decorated: InternalRunAdapter, stream_lock: asyncio.Lock | None = None
-    ) -> None:
-        super().__init__(decorated)
-        self._stream_lock = stream_lock
-
-    @override
-    async def get_now(self) -> float:
-        return time.time()
-
-    @override
-    async def write_to_event_stream(self, event: Event) -> None:
-        if self._stream_lock is None:  # served runs: the server's store takes the events
-            await super().write_to_event_stream(event)
-            return
-        async with self._stream_lock:
-            await super().write_to_event_stream(event)
-
-
-class WallClockRuntime(BaseRuntimeDecorator):
-    """A DBOS runtime whose runs read the time from the clock and write their streams in
-    turn (see :class:`_WallClock`)."""
-
-    def __init__(self, decorated: Runtime) -> None:
-        super().__init__(decorated)
-        self._stream_locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
-
-    @override
-    def get_internal_adapter(self, workflow: Workflow) -> InternalRunAdapter:
-        inner = super().get_internal_adapter(workflow)
-        lock = self._stream_locks.get(inner.run_id)
-        if lock is None:
-            lock = self._stream_locks[inner.run_id] = asyncio.Lock()
-        return _WallClock(inner, lock)
-
-
-class _ResumeMarking(BaseInternalRunAdapterDecorator):
-    """Lets :meth:`WorkerRuntime.mark_if_resumed` run before the run's first async call."""
-
-    def __init__(self, decorated: InternalRunAdapter, runtime: WorkerRuntime) -> None:
+    def __init__(self, decorated: InternalRunAdapter, runtime: JournalRuntime) -> None:
         super().__init__(decorated)
         self._runtime = runtime
 
-    async def _mark(self) -> None:
-        await self._runtime.mark_if_resumed(self.run_id)
+    @override
+    def get_state_store(self, namespace: tuple[str, ...] = ()) -> StateStore[Any] | None:
+        if namespace:
+            return super().get_state_store(namespace)
+        return self._runtime.states.get(self.run_id) or super().get_state_store(namespace)
 
     @override
     async def write_to_event_stream(self, event: Event) -> None:
-        await self._mark()
+        if isinstance(event, StopEvent):
+            await self._runtime.journal.barrier(self.run_id)
         await super().write_to_event_stream(event)
-
-    @override
-    async def get_now(self) -> float:
-        await self._mark()
-        return await super().get_now()
-
-    @override
-    async def wait_receive(self, timeout_seconds: float | None = None) -> WaitResult:
-        await self._mark()
-        return await super().wait_receive(timeout_seconds)
-
-    @override
-    async def on_tick(self, tick: WorkflowTick) -> None:
-        await self._mark()
-        await super().on_tick(tick)
 
     @override
     async def wait_for_next_task(
         self, running: list[NamedTask], pending: list[PendingStart], timeout: float | None = None
     ) -> WaitForNextTaskResult:
-        await self._mark()
+        for start in pending:
+            if isinstance(start, PendingWorker) and start.step_id.name not in UNGATED_STEPS:
+                start.coro = self._gated(start.coro)
         return await super().wait_for_next_task(running, pending, timeout)
+
+    async def _gated(self, step: Coroutine[Any, Any, Any]) -> Any:
+        try:
+            await self._runtime.journal.barrier(self.run_id)
+        except BaseException:
+            step.close()
+            raise
+        _JOURNAL.set(self._runtime.journal)  # this step's task only
+        return await step
+
+
+class _RunHandle(BaseExternalRunAdapterDecorator):
+    """A run's external adapter, reading the run's journaled state store."""
+
+    def __init__(self, decorated: ExternalRunAdapter, runtime: JournalRuntime) -> None:
+        super().__init__(decorated)
+        self._runtime = runtime
+
+    @override
+    def get_state_store(self, namespace: tuple[str, ...] = ()) -> StateStore[Any] | None:
+        if namespace:
+            return super().get_state_store(namespace)
+        return self._runtime.states.get(self.run_id) or super().get_state_store(namespace)
+
+    # The v2 compatibility calls of the in-memory runtime (ctx.is_running, handler.cancel()).
+    def get_result_or_none(self) -> StopEvent | None:
+        result: StopEvent | None = getattr(self._decorated, "get_result_or_none", lambda: None)()
+        return result
+
+    @property
+    def is_running(self) -> bool:
+        return bool(getattr(self._decorated, "is_running", True))
+
+    def abort(self) -> None:
+        abort: Callable[[], None] | None = getattr(self._decorated, "abort", None)
+        if abort is not None:
+            abort()
+
+
+class JournalRuntime(BaseRuntimeDecorator):
+    """The in-memory workflow runtime, journaling each run's facts (see the module).
+
+    Args:
+        journal: Where the facts go.
+        decorated: The runtime it wraps (default: a new ``BasicRuntime``).
+    """
+
+    def __init__(self, journal: Journal, decorated: Runtime | None = None) -> None:
+        super().__init__(decorated if decorated is not None else BasicRuntime())
+        self.journal = journal
+        self.states: OrderedDict[str, JournaledStateStore] = OrderedDict()
+        self.workflows: dict[str, Workflow] = {}
+        self.on_resume: Callable[[str], Coroutine[Any, Any, None]] | None = None
+        """Called before a run is resumed (the server marks its stream)."""
+        self._live: set[asyncio.Future[Any]] = set()
+
+    # ------------------------------------------------------------------ wiring
+
+    @override
+    def track_workflow(self, workflow: Workflow) -> None:
+        self.workflows[workflow.workflow_name] = workflow
+        super().track_workflow(workflow)
+
+    def state_store(self, run_id: str, state_type: type[BaseModel] | None) -> JournaledStateStore:
+        """The run's state store (one per run in this process)."""
+        store = self.states.get(run_id)
+        if store is None:
+            initial = state_type() if state_type is not None else CompilerState()
+            store = self.states[run_id] = JournaledStateStore(initial, self.journal, run_id)
+        self.states.move_to_end(run_id)
+        return store
+
+    def forget(self) -> None:
+        """Keep only the newest finished runs' states in memory."""
+        while len(self.states) > STATES_KEPT:
+            self.states.popitem(last=False)
+
+    @override
+    def get_internal_adapter(self, workflow: Workflow) -> InternalRunAdapter:
+        return _JournaledRun(super().get_internal_adapter(workflow), self)
+
+    @override
+    def get_external_adapter(self, run_id: str) -> ExternalRunAdapter:
+        return _RunHandle(super().get_external_adapter(run_id), self)
+
+    @override
+    def run_workflow(
+        self,
+        run_id: str,
+        workflow: Workflow,
+        init_state: BrokerState,
+        start_event: StartEvent | None = None,
+        serialized_state: dict[str, Any] | None = None,
+        serializer: BaseSerializer | None = None,
+    ) -> ExternalRunAdapter:
+        store = self.state_store(run_id, infer_state_type(workflow))
+        if serialized_state and serialized_state.get("state_data") is not None:
+            store.add_seed(
+                serialized_state, serializer or workflow.runtime.get_serializer(workflow)
+            )
+        if start_event is not None:
+            body = workflow.runtime.get_serializer(workflow).serialize(start_event)
+            self.journal.put(run_id, Row("start", "", body))
+        adapter = super().run_workflow(
+            run_id, workflow, init_state, start_event, serialized_state, serializer
+        )
+        self._watch(run_id, adapter)
+        return _RunHandle(adapter, self)
+
+    def _watch(self, run_id: str, adapter: ExternalRunAdapter) -> None:
+        done = asyncio.ensure_future(adapter.get_result())
+        self._live.add(done)
+
+        def ended(future: asyncio.Future[Any]) -> None:
+            self._live.discard(future)
+            if not future.cancelled():
+                future.exception()  # retrieved: the run's own awaiter reports it
+            self.finished(run_id, future)
+            self.forget()
+
+        done.add_done_callback(ended)
+
+    def finished(self, run_id: str, outcome: asyncio.Future[Any]) -> None:
+        """Called when a run of this process ends (`outcome`: its result or error)."""
+
+    # ------------------------------------------------------------------ resume
+
+    async def resume(self, run_id: str, workflow: Workflow) -> WorkflowHandler:
+        """Start `run_id` again from its journal on `workflow` (its facts folded into its
+        state; the steps sent what carries it on). A run with no recorded state starts
+        again from its recorded start event.
+
+        Raises:
+            LookupError: The journal holds no start of `run_id`.
+        """
+        rows = await self.journal.rows(run_id)
+        serializer = workflow.runtime.get_serializer(workflow)
+        if self.on_resume is not None:
+            await self.on_resume(run_id)
+        state = fold(rows)
+        if state is None:
+            start = next((body for kind, _, body in rows if kind == "start"), None)
+            if start is None:
+                raise LookupError(f"The journal holds no start of run {run_id}.")
+            event = serializer.deserialize(start)
+            return workflow.run(start_event=event, run_id=run_id)
+        payload = InMemoryStateStore(state).to_dict(serializer)
+        ctx: Context[Any] = Context.from_dict(
+            workflow, {"state": payload, "is_running": True}, serializer
+        )
+        handler = workflow.run(ctx=ctx, run_id=run_id)
+        limit = getattr(getattr(workflow, "config", None), "concurrency", None)
+        cut = {
+            tuple(int(p) for p in key.split(":")) for kind, key, _ in rows if kind == "started"
+        } - {tuple(int(p) for p in key.split(":")) for kind, key, _ in rows if kind == "result"}
+        for event in resume_events(state, limit, cut):
+            handler.ctx.send_event(event)
+        return handler

@@ -1,16 +1,20 @@
-"""Which workers are alive, and adopting the runs of those that died.
+"""Which workers are alive, and handing the runs of dead ones to the living.
 
-Postgres: every worker holds a session advisory lock named after its executor id on a
-connection it keeps open, and has a row in ``llm_compiler_workers``. Postgres drops the
-lock the moment that connection dies (``kill -9`` closes the socket), so each worker
-waits on every other worker's lock (one blocked ``pg_advisory_lock`` per peer: no
-polling) and, once it gets one, re-enqueues that worker's unfinished runs with DBOS's
-recovery; the row is deleted in the same critical section, so exactly one worker adopts.
-New workers announce themselves with NOTIFY. A worker started later (e.g. a replacement
-started with the same command) adopts the dead rows it finds at start.
+Postgres: every worker holds a session advisory lock named after its worker id on a
+connection it keeps open, and has a row in ``llmc_workers``. Postgres drops the lock the
+moment that connection dies (``kill -9`` closes the socket), so each worker waits on
+every other worker's lock (one blocked ``pg_advisory_lock`` per peer: no polling) and,
+once it gets one, releases that worker's unfinished runs to the queue and deletes its
+row, in one critical section: exactly one worker does it, and the runs are claimed
+(``FOR UPDATE SKIP LOCKED``) by workers with room for them. New workers announce
+themselves with NOTIFY; a worker started later releases the runs of the dead workers it
+finds at start.
 
-A worker whose own lock connection breaks while it runs exits at once: its peers are
-about to adopt its runs, and running them on would run tools twice.
+A database restart drops every lock at once. A worker then reconnects with backoff and
+takes its lock again; its peers wait :data:`REWATCH_GRACE` seconds after their own
+reconnect before they wait on its lock again, so a live worker is not taken for dead. If
+it was anyway (its row is gone when it gets its lock back), it stops: its runs are
+already someone else's.
 
 SQLite: one process per database file, enforced with an exclusive file lock.
 """
@@ -21,22 +25,25 @@ import asyncio
 import fcntl
 import logging
 import os
-import sys
-from typing import IO, Protocol
+from collections.abc import Awaitable, Callable
+from typing import IO, Any, Protocol
 
-import asyncpg
-
+from llm_compiler.durable.config import BACKOFF_MAX, CONNECT_TIMEOUT, DurableConfig
 from llm_compiler.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
-TABLE = "public.llm_compiler_workers"
-CHANNEL = "llm_compiler_workers"
+TABLE = "llmc_workers"
+CHANNEL = "llmc_workers"
+#: Seconds a worker waits, after reconnecting, before it waits on its peers' locks again.
+REWATCH_GRACE = 3 * BACKOFF_MAX + 1.0
 _DDL_LOCK = 0x6C6C6D63  # serializes the CREATE TABLE of workers starting together
 
 
 class Liveness(Protocol):
-    """Started after DBOS launched, stopped after it was destroyed."""
+    """Started before runs are resumed, stopped after the runtime was destroyed."""
+
+    degraded: bool
 
     async def start(self) -> None: ...
 
@@ -44,31 +51,35 @@ class Liveness(Protocol):
 
 
 class FileLiveness:
-    """An exclusive lock on ``<db>.lock``: a second server on one SQLite file is refused."""
+    """An exclusive lock on ``<db>.lock``: a second process on one SQLite file is refused."""
+
+    degraded = False
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._file: IO[str] | None = None
 
     def claim(self) -> None:
-        """Take the lock now (before DBOS recovers this store's runs).
+        """Take the lock now.
 
         Raises:
-            ConfigurationError: Another process serves this store.
+            ConfigurationError: Another process uses this store.
         """
+        if self._file is not None:
+            return
         handle = open(self.path, "a")  # noqa: SIM115 - held until stop()
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as e:
             handle.close()
             raise ConfigurationError(
-                f"Another process already serves {self.path.removesuffix('.lock')}: a SQLite "
-                "store is for one worker (use postgresql://... for several)."
+                f"Another process already uses {self.path.removesuffix('.lock')}: a SQLite "
+                "store is for one process (use postgresql://... for several)."
             ) from e
         self._file = handle
 
     async def start(self) -> None:
-        return None
+        self.claim()
 
     async def stop(self) -> None:
         if self._file is not None:
@@ -80,52 +91,82 @@ def _key(worker: str) -> str:
     return f"llm-compiler-worker:{worker}"
 
 
-class PostgresLiveness:
-    """This worker's liveness lock, and watchers adopting the runs of dead peers."""
+Adopt = Callable[[str], Awaitable[None]]
 
-    def __init__(self, dsn: str, worker: str) -> None:
-        self.dsn = dsn
-        self.worker = worker
-        self._conn: asyncpg.Connection | None = None
+
+class PostgresLiveness:
+    """This worker's liveness lock, and watchers releasing the runs of dead peers.
+
+    Args:
+        config: The store and this worker's id.
+        release: Called with a dead worker's id while its lock is held here: hands its
+            unfinished runs back to the queue (exactly once).
+        on_fenced: Called when this worker finds it was taken for dead (it must stop).
+    """
+
+    def __init__(
+        self, config: DurableConfig, release: Adopt, on_fenced: Callable[[str], None]
+    ) -> None:
+        self.config, self.worker = config, config.worker
+        self.release, self.on_fenced = release, on_fenced
+        self.degraded = False
+        self._conn: Any = None
         self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._keeper: asyncio.Task[None] | None = None
         self._stopping = False
-        self.adopted: list[str] = []
-        """Executor ids whose runs this worker re-enqueued."""
 
     async def start(self) -> None:
         """Take this worker's lock, announce it, and watch every known peer."""
-        conn = await asyncpg.connect(self.dsn)
-        self._conn = conn
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", _DDL_LOCK)
+        await self._hold()
+        for (peer,) in await self._conn.fetch(f"SELECT worker FROM {TABLE}"):
+            self._watch(peer)
+
+    async def _connect(self) -> Any:
+        import asyncpg
+
+        return await asyncpg.connect(self.config.spec.url, timeout=CONNECT_TIMEOUT)
+
+    async def _hold(self, again: bool = False) -> None:
+        conn = await self._connect()
+        try:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", _DDL_LOCK)
+                await conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {TABLE} (worker TEXT PRIMARY KEY, host TEXT,"
+                    " pid INT, started_at TIMESTAMPTZ DEFAULT now())"
+                )
             await conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {TABLE} (executor_id text PRIMARY KEY, "
-                "host text, pid int, started_at timestamptz DEFAULT now())"
+                "SELECT pg_advisory_lock(hashtextextended($1, 0))", _key(self.worker)
             )
-        await conn.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", _key(self.worker))
-        await conn.execute(
-            f"INSERT INTO {TABLE} (executor_id, host, pid) VALUES ($1, $2, $3) "
-            "ON CONFLICT (executor_id) DO UPDATE SET started_at = now()",
-            self.worker,
-            os.uname().nodename,
-            os.getpid(),
-        )
-        await conn.add_listener(CHANNEL, self._on_join)
+            if again and not await conn.fetchval(
+                f"SELECT count(*) FROM {TABLE} WHERE worker = $1", self.worker
+            ):
+                await conn.close()
+                self.on_fenced(f"worker {self.worker} was taken for dead while cut off")
+                return
+            await conn.execute(
+                f"INSERT INTO {TABLE} (worker, host, pid) VALUES ($1, $2, $3)"
+                " ON CONFLICT (worker) DO UPDATE SET started_at = now()",
+                self.worker,
+                os.uname().nodename,
+                os.getpid(),
+            )
+            await conn.add_listener(CHANNEL, self._on_join)
+            await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, self.worker)
+        except BaseException:
+            conn.terminate()
+            raise
         conn.add_termination_listener(self._on_lost)
-        await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, self.worker)
-        for row in await conn.fetch(f"SELECT executor_id FROM {TABLE}"):
-            self._watch(row["executor_id"])
+        self._conn = conn
 
     async def stop(self) -> None:
-        """Stop watching and drop this worker's lock (last, once its runs were released).
-
-        Its row stays: the runs it leaves unfinished are adopted by a peer at once, or by
-        the next worker to start, which then deletes the row.
-        """
+        """Stop watching and drop this worker's lock (its unfinished runs are released
+        by a peer at once, or by the next worker to start)."""
         self._stopping = True
-        for task in self._watchers.values():
+        tasks = [*self._watchers.values(), *([self._keeper] if self._keeper else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._watchers.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._watchers.clear()
         if self._conn is not None:
             await self._conn.close()
@@ -135,54 +176,69 @@ class PostgresLiveness:
         self._watch(worker)
 
     def _on_lost(self, conn: object) -> None:
-        if self._stopping:
+        if self._stopping or self._keeper is not None:
             return
-        print(  # noqa: T201 - the process ends now; the log may not be flushed
-            f"error: worker {self.worker} lost its database connection; stopping so its "
-            "runs are finished once, by the other workers.",
-            file=sys.stderr,
-            flush=True,
-        )
-        os._exit(75)
+        self.degraded = True
+        logger.warning("Worker %s lost its lock connection; reconnecting.", self.worker)
+        self._keeper = asyncio.get_running_loop().create_task(self._reconnect())
 
-    def _watch(self, worker: str) -> None:
+    async def _reconnect(self) -> None:
+        delay, cap = self.config.backoff
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.outage_limit
+        try:
+            while True:
+                try:
+                    await self._hold(again=True)
+                    break
+                except Exception as e:  # the database is still away
+                    if loop.time() > deadline:
+                        self.on_fenced(
+                            f"the store did not answer for {self.config.outage_limit:g} s ({e})"
+                        )
+                        return
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, cap)
+            self.degraded = False
+            logger.warning("Worker %s holds its lock again.", self.worker)
+        finally:
+            self._keeper = None
+
+    def _watch(self, worker: str, grace: float = 0.0) -> None:
         if worker == self.worker or worker in self._watchers or self._stopping:
             return
-        task = asyncio.get_running_loop().create_task(self._await_death(worker))
+        task = asyncio.get_running_loop().create_task(self._await_death(worker, grace))
         self._watchers[worker] = task
 
-    async def _await_death(self, worker: str) -> None:
-        """Block on `worker`'s lock; once it is ours, the worker is gone: adopt its runs."""
-        conn = await asyncpg.connect(self.dsn)
+    async def _await_death(self, worker: str, grace: float) -> None:
+        """Block on `worker`'s lock; once it is ours, the worker is gone: release its runs.
+        A broken connection (the database restarted) watches again after a grace period."""
+        conn: Any = None
+        again = False
         try:
+            if grace:
+                await asyncio.sleep(grace)
+            conn = await self._connect()
             await conn.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", _key(worker))
             try:
                 listed = await conn.fetchval(
-                    f"SELECT count(*) FROM {TABLE} WHERE executor_id = $1", worker
+                    f"SELECT count(*) FROM {TABLE} WHERE worker = $1", worker
                 )
                 if listed:
-                    await self._adopt(worker)
-                    await conn.execute(f"DELETE FROM {TABLE} WHERE executor_id = $1", worker)
+                    await self.release(worker)
+                    await conn.execute(f"DELETE FROM {TABLE} WHERE worker = $1", worker)
             finally:
                 await conn.execute(
                     "SELECT pg_advisory_unlock(hashtextextended($1, 0))", _key(worker)
                 )
-        except Exception:  # a failed adoption is left to the next worker that watches
-            logger.exception("Adopting the runs of worker %s failed", worker)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the database went away: watch again once it is back
+            logger.info("Watching worker %s failed (%s); watching again.", worker, e)
+            again = True
         finally:
             self._watchers.pop(worker, None)
-            await conn.close()
-
-    async def _adopt(self, worker: str) -> None:
-        from dbos import DBOS
-
-        # DBOS's own recovery of another executor's PENDING workflows (what its conductor
-        # calls): each goes back to its queue, and a live worker dequeues it exactly once.
-        handles = await asyncio.to_thread(DBOS._recover_pending_workflows, [worker])
-        self.adopted.append(worker)
-        logger.warning(
-            "Worker %s is gone; %d of its runs were re-enqueued: %s",
-            worker,
-            len(handles),
-            ", ".join(h.workflow_id for h in handles) or "none",
-        )
+            if conn is not None:
+                conn.terminate()
+        if again:
+            self._watch(worker, grace=REWATCH_GRACE)

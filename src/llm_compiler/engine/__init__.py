@@ -11,5 +11,6 @@
 - :mod:`.runs`: which runs are live (cancellation, superseded runs); each run's tool set.
 - :mod:`.llm`: one streaming helper for planner and joiner calls.
 
-Nothing is imported here, so dialects may use :mod:`.llm` without importing the engine.
+The engine builds on :mod:`llm_compiler.dialects` (the protocol, the records prompts are
+made of, and the default dialect); no dialect imports the engine.
 """

@@ -13,11 +13,12 @@ import asyncio
 import sys
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from llama_index.core.llms import LLM, ChatMessage
+from llama_index.core.llms import LLM
 
+from llm_compiler.dialects.base import LLMRequest
 from llm_compiler.errors import ConfigurationError, LLMCallError
 from llm_compiler.tracing.prices import ModelPrice
 from llm_compiler.tracing.spans import Active
@@ -28,26 +29,6 @@ from llm_compiler.tracing.usage import LLMCallUsage, measure_call, reported_coun
 USAGE_DRAIN_SECONDS = 0.5
 #: Completion endpoints (OpenAI's, llama.cpp's) stop after 16 tokens unless told otherwise.
 COMPLETION_MAX_TOKENS = 2048
-
-
-@dataclass(frozen=True)
-class LLMRequest:
-    """One LLM call: messages for a chat model, or one prompt for a completion model.
-
-    Attributes:
-        messages: Chat messages (chat models).
-        prompt: The whole prompt (completion models).
-        stop: Stop sequences; the text is cut before the first one.
-        prefill: Text the prompt already ends with that belongs to the reply (``Thought:``).
-        extras: Request-body fields for servers that take them (``grammar``,
-            ``response_format``); sent to OpenAI-protocol clients as ``extra_body``.
-    """
-
-    messages: Sequence[ChatMessage] | None = None
-    prompt: str | None = None
-    stop: Sequence[str] = ()
-    prefill: str = ""
-    extras: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -369,6 +350,27 @@ async def metered_call(
     return text, call
 
 
+def default_llm() -> LLM:
+    """llama-index's ``Settings.llm``, or a ConfigurationError that says what to pass.
+
+    llama-index's own default is OpenAI, which fails without an API key with an error
+    that names neither ``llm=`` nor the offline model.
+    """
+    from llama_index.core.settings import Settings
+
+    try:
+        return Settings.llm
+    except (ValueError, ImportError) as e:
+        raise ConfigurationError(
+            "No llm= was given and llama-index's Settings.llm has none "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}). Pass "
+            "llm=resolve_llm() (`from llm_compiler import resolve_llm`: OpenAI with "
+            "OPENAI_API_KEY, any OpenAI-compatible server with LLM_COMPILER_API_BASE, "
+            "else the embedded offline model), a hosted LLM such as "
+            '`llama_index.llms.openai.OpenAI(model="gpt-4o-mini")`, or set Settings.llm.'
+        ) from e
+
+
 def require_llm(llm: object) -> None:
     """Reject, at construction, an `llm` that is not a llama-index LLM (None: Settings.llm).
 
@@ -380,7 +382,7 @@ def require_llm(llm: object) -> None:
     kind = f"{type(llm).__module__}.{type(llm).__qualname__}"
     raise ConfigurationError(
         f"llm= must be a llama-index LLM (llama_index.core.llms.LLM), not a {kind}. "
-        "The offline model: `from llm_compiler.models.resolve import resolve_llm` and "
+        "The offline model: `from llm_compiler import resolve_llm` and "
         "`llm=resolve_llm()`; a hosted one, e.g. "
         '`from llama_index.llms.openai import OpenAI` and `llm=OpenAI(model="gpt-4o-mini")`.'
     )

@@ -12,7 +12,7 @@ any way but success, and the run is then cancelled through ``handler.cancel_run(
 Upstream cause (workflows 2.26.1, ``runtime/control_loop/runner.py``): step tasks started
 by ``adapter.wait_for_next_task`` join ``worker_tasks`` only after that call returns, so a
 cancellation during the wait leaves them out of ``cleanup_tasks``. No upstream issue
-exists for it yet; ``tests/hostile/test_hostile_cancel.py`` reproduces it.
+exists for it yet; ``tests/engine/test_hostile_cancel.py`` reproduces it.
 """
 
 from __future__ import annotations

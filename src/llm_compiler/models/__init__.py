@@ -2,7 +2,7 @@
 
 - :mod:`.gguf`: where the model file comes from (the packaged Gemma, or your own GGUF).
 - :mod:`.server`: :class:`LocalLLMServer`, the server as a child process.
-- :mod:`.cli`: ``python -m llm_compiler.local`` (``make serve-llm``).
+- :mod:`.cli`: ``python -m llm_compiler.models`` (``make serve-llm``).
 """
 
 from llm_compiler.errors import LocalModelUnavailable, LocalServerError

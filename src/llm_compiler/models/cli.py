@@ -1,4 +1,4 @@
-"""``python -m llm_compiler.local``: serve the embedded model in the foreground."""
+"""``python -m llm_compiler.models``: serve the embedded model in the foreground."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve the embedded model in the foreground until Ctrl-C."""
-    parser = argparse.ArgumentParser(prog="python -m llm_compiler.local", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m llm_compiler.models", description=main.__doc__)
     default_port = int(os.environ.get("LLM_COMPILER_PORT", DEFAULT_PORT))
     parser.add_argument(
         "--port", type=int, default=default_port, help="port on 127.0.0.1 (default: %(default)s)"

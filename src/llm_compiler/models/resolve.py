@@ -33,9 +33,10 @@ from typing import Any, ClassVar, Self
 from llama_index.core.llms import LLM
 from pydantic import PrivateAttr
 
-from llm_compiler.errors import ConfigurationError
+from llm_compiler.errors import ConfigurationError, LocalServerExited
 from llm_compiler.models.gguf import MODEL_NAME, check_installed
 from llm_compiler.models.server import (
+    _EXIT_GRACE,
     LocalLLMServer,
     _embedded_class,
     local_llm,
@@ -117,6 +118,24 @@ def _classes() -> dict[str, type[Any]]:
     }
 
 
+def dead_server_error(server: LocalLLMServer, error: Exception) -> LocalServerExited | None:
+    """The error naming `server`'s death when `error` came from it dying (blocks briefly).
+
+    A dropped or refused connection waits a moment for the process to be seen gone;
+    other errors only look whether it is already gone.
+    """
+    grace = _EXIT_GRACE if _is_transport_error(error) else 0.0
+    code = server.exited(grace)
+    return None if code is None else server.exited_error(code)
+
+
+def _is_transport_error(error: BaseException) -> bool:
+    import httpx
+    import openai
+
+    return isinstance(error, httpx.TransportError | openai.APIConnectionError)
+
+
 def _lazy_embedded_class() -> type[Any]:  # noqa: C901 - one short override per LLM entry point
     class LazyEmbeddedLLM(Resolved, _embedded_class()):  # type: ignore[misc]
         """The embedded model; its server starts on the first request."""
@@ -154,37 +173,64 @@ def _lazy_embedded_class() -> type[Any]:  # noqa: C901 - one short override per 
             if self._server.running:  # stopping waits for the process: not on the loop
                 await asyncio.to_thread(self.close)
 
+        def died(self, error: Exception) -> LocalServerExited | None:
+            """The server's death behind `error`, if the server died on its own."""
+            return dead_server_error(self._server, error)
+
         def chat(self, *args: Any, **kwargs: Any) -> Any:
-            self.ensure_started()
-            return super().chat(*args, **kwargs)  # type: ignore[safe-super]
+            return self._sync(super().chat, args, kwargs)  # type: ignore[safe-super]
 
         def stream_chat(self, *args: Any, **kwargs: Any) -> Any:
-            self.ensure_started()
-            return super().stream_chat(*args, **kwargs)  # type: ignore[safe-super]
+            stream = self._sync(super().stream_chat, args, kwargs)  # type: ignore[safe-super]
+            return self._sync_stream(stream)
 
         def complete(self, *args: Any, **kwargs: Any) -> Any:
-            self.ensure_started()
-            return super().complete(*args, **kwargs)  # type: ignore[safe-super]
+            return self._sync(super().complete, args, kwargs)  # type: ignore[safe-super]
 
         def stream_complete(self, *args: Any, **kwargs: Any) -> Any:
-            self.ensure_started()
-            return super().stream_complete(*args, **kwargs)  # type: ignore[safe-super]
+            stream = self._sync(super().stream_complete, args, kwargs)  # type: ignore[safe-super]
+            return self._sync_stream(stream)
 
         async def achat(self, *args: Any, **kwargs: Any) -> Any:
-            await asyncio.to_thread(self.ensure_started)
-            return await super().achat(*args, **kwargs)  # type: ignore[safe-super]
+            return await self._async(super().achat, args, kwargs)  # type: ignore[safe-super]
 
         async def astream_chat(self, *args: Any, **kwargs: Any) -> Any:
-            await asyncio.to_thread(self.ensure_started)
-            return await super().astream_chat(*args, **kwargs)  # type: ignore[safe-super]
+            stream = await self._async(super().astream_chat, args, kwargs)  # type: ignore[safe-super]
+            return self._async_stream(stream)
 
         async def acomplete(self, *args: Any, **kwargs: Any) -> Any:
-            await asyncio.to_thread(self.ensure_started)
-            return await super().acomplete(*args, **kwargs)  # type: ignore[safe-super]
+            return await self._async(super().acomplete, args, kwargs)  # type: ignore[safe-super]
 
         async def astream_complete(self, *args: Any, **kwargs: Any) -> Any:
+            call = super().astream_complete  # type: ignore[safe-super]
+            return self._async_stream(await self._async(call, args, kwargs))
+
+        def _sync(self, call: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            self.ensure_started()
+            try:
+                return call(*args, **kwargs)
+            except Exception as e:
+                raise (self.died(e) or e) from e
+
+        def _sync_stream(self, stream: Any) -> Any:
+            try:
+                yield from stream
+            except Exception as e:
+                raise (self.died(e) or e) from e
+
+        async def _async(self, call: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             await asyncio.to_thread(self.ensure_started)
-            return await super().astream_complete(*args, **kwargs)  # type: ignore[safe-super]
+            try:
+                return await call(*args, **kwargs)
+            except Exception as e:
+                raise (await asyncio.to_thread(self.died, e) or e) from e
+
+        async def _async_stream(self, stream: Any) -> Any:
+            try:
+                async for item in stream:
+                    yield item
+            except Exception as e:
+                raise (await asyncio.to_thread(self.died, e) or e) from e
 
     return LazyEmbeddedLLM
 
@@ -219,7 +265,17 @@ def resolve_llm(model: str | None = None) -> Resolved:
             is_chat_model=os.environ.get("LLM_COMPILER_CHAT", "1") != "0",
         )
     check_installed()
-    return classes["local"](LocalLLMServer())  # type: ignore[no-any-return]
+    return embedded_llm()
+
+
+def embedded_llm(server: LocalLLMServer | None = None, **kwargs: Any) -> Resolved:
+    """The embedded model on `server` (a default one when None), started on first use.
+
+    A server that dies is named in the error of the call it broke
+    (:class:`~llm_compiler.errors.LocalServerExited`), and the next call starts a fresh one.
+    `kwargs` override the client settings (see ``local_llm_options``).
+    """
+    return _classes()["local"](server or LocalLLMServer(), **kwargs)  # type: ignore[no-any-return]
 
 
 class ResolvedLLM:

@@ -16,7 +16,9 @@ import asyncio
 import atexit
 import collections
 import functools
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +27,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
-from llm_compiler.errors import ConfigurationError, LocalModelUnavailable, LocalServerError
+from llm_compiler.errors import (
+    ConfigurationError,
+    LocalModelUnavailable,
+    LocalServerError,
+    LocalServerExited,
+)
 from llm_compiler.models.gguf import MODEL_NAME, check_installed, model_path
 
 if TYPE_CHECKING:
@@ -34,6 +41,22 @@ if TYPE_CHECKING:
 DEFAULT_N_CTX = 8192
 _READY_MARKER = "Uvicorn running on"
 _TAIL_LINES = 40
+#: Lines of the server's output quoted in errors.
+_QUOTED_LINES = 12
+#: How long a dropped connection waits for the process to be seen gone.
+_EXIT_GRACE = 2.0
+REBUILD_HINT = "LLM_COMPILER_LLAMA_BUILD=portable make install-local"
+
+
+def describe_exit(returncode: int) -> str:
+    """``exited with code 1`` or ``was killed by signal SIGSEGV (11)``."""
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = "an unknown signal"
+    return f"was killed by signal {name} ({-returncode})"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -153,10 +176,12 @@ class LocalLLMServer:
         # small machines: measured on 2 cores, 2 tok/s phases instead of a steady 15-20.
         env = {"OMP_WAIT_POLICY": "passive", **os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("CONFIG_FILE", None)  # llama_cpp.server would take it over our arguments
+        self._forget_dead_process()
         with self._lock:
             if self._stop_requested:
                 raise LocalServerError("The local LLM server was stopped while starting.")
-            self._ready.clear()
+            # A fresh event per process: the reader of a dead one may still set its own.
+            self._ready = threading.Event()
             self._listening = False
             self._tail.clear()
             self._process = subprocess.Popen(
@@ -170,21 +195,34 @@ class LocalLLMServer:
             )
             assert self._process.stdout is not None
             self._reader = threading.Thread(
-                target=self._read_output, args=(self._process.stdout,), daemon=True
+                target=self._read_output, args=(self._process.stdout, self._ready), daemon=True
             )
             self._reader.start()
         atexit.register(self.stop)
 
-    def _read_output(self, stream: IO[str]) -> None:
+    def _forget_dead_process(self) -> None:
+        """Let go of a server that died on its own: its reader drains, its pipes close."""
+        with self._lock:
+            process, self._process = self._process, None
+            reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.join(_EXIT_GRACE)  # the process is gone: its output ends at once
+        if process is not None:
+            process.wait()  # reaped: it is dead (start() spawns only when it is)
+            if process.stdin is not None:
+                process.stdin.close()
+
+    def _read_output(self, stream: IO[str], ready: threading.Event) -> None:
         """Drain the server's output (so its pipe never fills) and spot readiness."""
-        for line in stream:
-            self._tail.append(line.rstrip())
-            if self.echo:
-                sys.stderr.write(line)
-            if _READY_MARKER in line:
-                self._listening = True
-                self._ready.set()
-        self._ready.set()  # end of output: the process is gone, wake the waiter
+        with stream:
+            for line in stream:
+                self._tail.append(line.rstrip())
+                if self.echo:
+                    sys.stderr.write(line)
+                if _READY_MARKER in line:
+                    self._listening = True
+                    ready.set()
+        ready.set()  # end of output: the process is gone, wake the waiter
 
     def _wait_until_ready(self) -> None:
         # Blocks on the reader's event: set on the ready line or at end of output.
@@ -198,11 +236,43 @@ class LocalLLMServer:
                 f"Last output:\n{self.output_tail}"
             )
         if not self._listening:
-            code = process.wait()
-            raise LocalServerError(
-                f"The local LLM server exited with code {code} before it was ready. "
-                f"Last output:\n{self.output_tail}"
-            )
+            raise self.exited_error(process.wait(), "before it was ready")
+
+    def exited(self, grace: float = 0.0) -> int | None:
+        """The server's exit code once it has died on its own (None while it runs).
+
+        Waits up to `grace` seconds for a dying process: a closed connection can reach
+        the client before the process is gone.
+        """
+        process = self._process
+        if process is None or self._stop_requested:
+            return None
+        try:
+            return process.wait(grace) if grace else process.poll()
+        except subprocess.TimeoutExpired:
+            return None
+
+    def exited_error(self, returncode: int, when: str = "while serving") -> LocalServerExited:
+        """The error that names the dead server, how it died and what it printed last."""
+        tail = "\n".join(list(self._tail)[-_QUOTED_LINES:])
+        crashed = returncode < 0 or returncode > 128
+        hint = (
+            " A server killed by a signal on its first request was most likely built for "
+            "CPU instructions this machine or its OS forbids; rebuild it portably with: "
+            f"{REBUILD_HINT}."
+            if crashed
+            else ""
+        )
+        message = (
+            f"The embedded model server (llama.cpp, pid {self._pid()}) "
+            f"{describe_exit(returncode)} {when}.{hint} "
+            "The next request starts a fresh server. Its last output:\n"
+            f"{tail or '(nothing)'}"
+        )
+        return LocalServerExited(message, returncode, tail)
+
+    def _pid(self) -> int | str:
+        return self._process.pid if self._process is not None else "?"
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server: terminate, then kill after `timeout` seconds. Idempotent."""
@@ -222,9 +292,8 @@ class LocalLLMServer:
                 process.wait()
         if reader is not None:
             reader.join(timeout)
-        for pipe in (process.stdin, process.stdout):
-            if pipe is not None:
-                pipe.close()
+        if process.stdin is not None:
+            process.stdin.close()  # the reader closes stdout when it has drained it
 
     def wait(self) -> int:
         """Block until the server exits; return its exit code."""
@@ -259,6 +328,30 @@ class LocalLLMServer:
         tb: TracebackType | None,
     ) -> None:
         await asyncio.to_thread(self.stop)
+
+
+def probe(server: LocalLLMServer, timeout: float = 120.0) -> str:
+    """Complete a few tokens on a started server (a blocking call); return the text.
+
+    Raises:
+        LocalServerExited: The server died while answering.
+        LocalServerError: It answered with an error, or not within `timeout` seconds.
+    """
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"prompt": "The capital of France is", "max_tokens": 4}).encode()
+    request = urllib.request.Request(
+        f"{server.base_url}/completions", body, {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            text: str = json.load(response)["choices"][0]["text"]
+            return text
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        if (code := server.exited(_EXIT_GRACE)) is not None:
+            raise server.exited_error(code, "while completing a test prompt") from e
+        raise LocalServerError(f"The embedded model server did not answer: {e}") from e
 
 
 def local_llm(server: LocalLLMServer, **kwargs: Any) -> LLM:

@@ -1,42 +1,60 @@
 """The HTTP app: llama-agents-server's workflow API, the live page and the AG-UI route.
 
-Everything is one Starlette app (the workflow server's own, so its lifespan, CORS and
-error handlers apply): the server's built-in UI, which loads from a CDN, is replaced by
-the page in ``static/``; ``/api/info`` tells the page what is served, ``/api/runs``
-lists runs with their questions, ``/api/runs/{handler_id}/mermaid`` draws one;
-``/agui/{name}`` speaks AG-UI; ``POST /events/{id}`` only takes what clients may send
-(:mod:`~llm_compiler.serving.client_events`). A :class:`~llm_compiler.serving.guard.RequestGuard`
-wraps it all, and a :class:`~llm_compiler.serving.security.SecurityGuard` wraps that.
+A parent Starlette app holds our routes (the page in ``static/``; ``/api/info``, what is
+served; ``/api/runs``, runs with their questions, newest first, a page at a time;
+``/api/runs/{handler_id}``, one of them; ``/api/runs/{handler_id}/mermaid``;
+``/agui/{name}``, AG-UI) and forwards the workflow server's API routes to the server's own
+app, whose CDN-loading UI is left out. A
+:class:`~llm_compiler.serving.guard.RequestGuard` in front parses and validates every
+request body once (run requests: :mod:`~llm_compiler.serving.start`; events clients send:
+:mod:`~llm_compiler.serving.client_events`; AG-UI inputs: :mod:`~llm_compiler.serving.agui`),
+and a :class:`~llm_compiler.serving.security.SecurityGuard` stands in front of that.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import heapq
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from workflows import Workflow
 from workflows.events import Event
 
+from llm_compiler import _upstream
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.events import PlanApprovalResponse
-from llm_compiler.serving.guard import MAX_BODY_BYTES, ASGIApp, RequestGuard
+from llm_compiler.serving.agui import agui_body_route, agui_route
+from llm_compiler.serving.client_events import events_route
+from llm_compiler.serving.guard import (
+    MAX_BODY_BYTES,
+    ASGIApp,
+    BadRequest,
+    Receive,
+    RequestGuard,
+    Scope,
+    Send,
+)
 from llm_compiler.serving.mermaid import to_mermaid
 from llm_compiler.serving.security import SecurityGuard, SecurityPolicy
+from llm_compiler.serving.start import AnswerAfterCommit, run_route
 
 if TYPE_CHECKING:
-    from llama_agents.server import AbstractWorkflowStore, WorkflowServer
+    from llama_agents.server import AbstractWorkflowStore, PersistentHandler, WorkflowServer
 
-    from llm_compiler.durable import Durable
+    from llm_compiler.durable.store import ServedDurable as Durable
 
 STATIC = Path(__file__).with_name("static")
 #: The name the compiler workflow is served under.
@@ -78,10 +96,7 @@ def make_store(spec: str | None) -> AbstractWorkflowStore | None:
         path.parent.mkdir(parents=True, exist_ok=True)
         return SqliteWorkflowStore(str(path))
     if spec.startswith(("postgres://", "postgresql://")):
-        # The only public route to it: the package does not export it at top level.
-        from llama_agents.server._store.postgres_workflow_store import PostgresWorkflowStore
-
-        return PostgresWorkflowStore(spec)
+        return _upstream.postgres_store(spec)
     raise ConfigurationError(
         f"Unknown store {spec!r}: use memory, sqlite:///path/to/runs.db or postgresql://..."
     )
@@ -105,29 +120,26 @@ def build_app(
         store: Where runs and their events are kept (memory when None).
         info: Extra fields for ``/api/info`` (e.g. ``model``, ``question``).
         max_body: Largest request body in bytes.
-        durable: Run on DBOS (:func:`llm_compiler.durable.open_durable`): runs survive
+        durable: Keep runs in a journal (:func:`llm_compiler.durable.open_durable`): runs survive
             crashes and workers sharing its Postgres share the runs; `store` is ignored.
         max_runs: Runs of each workflow this process holds at once (the rest wait; with
             `durable`, in the database for any worker).
         policy: Who may use the server (default: loopback names, same origin, no token).
     """
 
-    from llm_compiler.serving.agui import agui_route
-    from llm_compiler.serving.client_events import gate_route
-
-    if not workflows:
-        raise ConfigurationError("Give at least one workflow to serve.")
     from llama_index.core.agent.workflow import AgentWorkflow
 
     from llm_compiler.serving.team import ServedTeam
 
+    if not workflows:
+        raise ConfigurationError("Give at least one workflow to serve.")
     workflows = {
         n: ServedTeam(w) if isinstance(w, AgentWorkflow) else w for n, w in workflows.items()
     }
     # Only a compiler run's state is a CompilerState (the question is read from it).
     compilers = {n for n, w in workflows.items() if isinstance(w, LLMCompilerWorkflow)}
     policy = policy or SecurityPolicy()
-    server, store = _workflow_server(workflows.values(), store, durable, max_runs, cors(policy))
+    server, store = _workflow_server(workflows.values(), store, durable, max_runs)
     extras: dict[str, list[type[Event]]] = {}
     for name, workflow in workflows.items():
         # A human's plan verdict is sent to a running compiler with POST /events/{id}.
@@ -139,6 +151,32 @@ def build_app(
         "question": DEMO_QUESTION,
         **(info or {}),
     }
+    routes = _routes(server, store, payload, compilers, durable)
+    parent = Starlette(
+        routes=[*routes, *_forwarded(server)],
+        middleware=[cors(policy)],
+        exception_handlers={Exception: internal_error},
+        lifespan=_lifespan(server),
+    )
+    checks = [
+        run_route(workflows, extras, store),
+        agui_body_route(workflows),
+        events_route(store, workflows, extras),
+    ]
+    guarded = RequestGuard(AnswerAfterCommit(parent, store), checks, max_body=max_body)
+    app = SecurityGuard(guarded, policy)
+    return ServedApp(app=app, server=server, info=payload, policy=policy, durable=durable)
+
+
+def _routes(
+    server: WorkflowServer,
+    store: AbstractWorkflowStore,
+    payload: dict[str, Any],
+    compilers: set[str],
+    durable: Durable | None,
+) -> list[BaseRoute]:
+    """Our routes: the page, ``/api/*`` and AG-UI."""
+    names = list(payload["workflows"])
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
@@ -147,34 +185,86 @@ def build_app(
         return JSONResponse(payload)
 
     async def api_runs(request: Request) -> Response:
-        runs = await recent_runs(store, list(workflows), compilers)
+        try:
+            limit, before = _page(request)
+        except BadRequest as e:
+            return JSONResponse({"detail": e.detail}, status_code=e.status)
+        runs, following = await recent_runs(store, names, compilers, limit, before)
         if durable is not None:
             held = await durable.holders([r["run_id"] for r in runs if r["run_id"]])
             for run in runs:
                 run["worker"] = held.get(run["run_id"] or "")
-        return JSONResponse({"runs": runs})
+        return AsciiJSONResponse({"runs": runs, "next": following})
+
+    async def api_run(request: Request) -> Response:
+        row = await run_row(store, request.path_params["handler_id"], compilers)
+        if row is None:
+            return JSONResponse({"detail": "Run not found."}, status_code=404)
+        return AsciiJSONResponse(row)
 
     async def api_mermaid(request: Request) -> Response:
         chart = await run_mermaid(store, request.path_params["handler_id"])
         if chart is None:
             return JSONResponse({"detail": "Run not found."}, status_code=404)
-        return PlainTextResponse(chart, headers={"cache-control": "no-cache"})
+        # Text stored before the door refused lone surrogates still draws.
+        body = chart.encode("utf-8", "replace")
+        return Response(body, media_type="text/plain", headers={"cache-control": "no-cache"})
 
-    routes: list[BaseRoute] = [
+    return [
         Route("/", index, methods=["GET"]),
+        *([Route("/health", durable_health(durable), methods=["GET"])] if durable else []),
         Route("/api/info", api_info, methods=["GET"]),
         Route("/api/runs", api_runs, methods=["GET"]),
+        Route("/api/runs/{handler_id}", api_run, methods=["GET"]),
         Route("/api/runs/{handler_id}/mermaid", api_mermaid, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="page"),
-        agui_route(server, store, workflows),
+        agui_route(server, store),
     ]
-    # Ours first; the server's CDN-loading UI (its catch-all mount named "ui") goes.
-    kept = [r for r in server.app.router.routes if getattr(r, "name", None) != "ui"]
-    routes.append(gate_route(store, workflows, extras, kept))
-    server.app.router.routes[:] = routes + kept
-    guarded = RequestGuard(server.app, workflows=list(workflows), max_body=max_body)
-    app = SecurityGuard(guarded, policy)
-    return ServedApp(app=app, server=server, info=payload, policy=policy, durable=durable)
+
+
+def _lifespan(server: WorkflowServer) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    """The workflow server app's own lifespan (it starts and stops the server's runs)."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with server.app.router.lifespan_context(server.app):
+            yield
+
+    return lifespan
+
+
+def _forwarded(server: WorkflowServer) -> list[BaseRoute]:
+    """The workflow server's API routes, each handed to the server's own app (its error
+    handlers apply); its UI, a catch-all mount that loads a CDN page, is not among them."""
+    return [
+        Route(r.path, server.app, methods=r.methods, name=r.name)
+        for r in server.app.routes
+        if isinstance(r, Route)
+    ]
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    """A failure of our routes as JSON, as the workflow server answers its own."""
+    return JSONResponse({"detail": f"Internal server error: {exc}"}, status_code=500)
+
+
+class AsciiJSONResponse(JSONResponse):
+    """JSON with non-ASCII text escaped: a lone surrogate stored earlier still encodes."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode("ascii")
+
+
+def durable_health(durable: Durable) -> Any:
+    """``GET /health`` of a durable server: ``degraded`` (503) while its database does not
+    answer (runs pause, the worker reconnects), else ``healthy``."""
+
+    async def health(request: Request) -> Response:
+        if durable.degraded:
+            return JSONResponse({"status": "degraded", "worker": durable.worker}, 503)
+        return JSONResponse({"status": "healthy", "worker": durable.worker})
+
+    return health
 
 
 def cors(policy: SecurityPolicy) -> Middleware:
@@ -193,48 +283,126 @@ def _workflow_server(
     store: AbstractWorkflowStore | None,
     durable: Durable | None,
     max_runs: int | None,
-    middleware: Middleware,
 ) -> tuple[WorkflowServer, AbstractWorkflowStore]:
-    """The workflow server on DBOS (`durable`) or on `store`, with the run cap applied."""
+    """The workflow server on a durable journal (`durable`) or on `store`, with the run cap."""
     from llama_agents.server import MemoryWorkflowStore, WorkflowServer
 
-    workflows = list(workflows)
+    # The parent app applies CORS; an empty list would bring back the server's default
+    # (every origin, with credentials), so its slot gets a pass-through.
+    inner = [Middleware(PassThrough)]
+    if durable is not None:  # the cap is the worker's: the rest wait in the database
+        durable.max_runs = max_runs
+        runtime = durable.server_runtime()
+        server = WorkflowServer(runtime=runtime, workflow_store=durable.store, middleware=inner)
+        return server, durable.store
     if max_runs is not None:
         for workflow in workflows:
-            # No public setter; the runtime reads it when the workflow is registered (a
-            # semaphore in memory, a DBOS queue with this per-worker concurrency on DBOS).
-            workflow._num_concurrent_runs = max_runs
-    if durable is None:
-        store = store or MemoryWorkflowStore()
-        return WorkflowServer(workflow_store=store, middleware=[middleware]), store
-    runtime = durable.server_runtime()
-    server = WorkflowServer(runtime=runtime, workflow_store=durable.store, middleware=[middleware])
-    return server, durable.store
+            # The in-memory runtime reads it when the workflow is registered (a semaphore).
+            _upstream.set_concurrent_runs(workflow, max_runs)
+    store = store or MemoryWorkflowStore()
+    return WorkflowServer(workflow_store=store, middleware=inner), store
+
+
+class PassThrough:
+    """ASGI middleware that does nothing (fills the workflow server's middleware slot)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+
+#: Runs per page of ``/api/runs`` (``?limit=``): the default and the most.
+RUNS_PAGE, MAX_RUNS_PAGE = 50, 200
+_Key = tuple[float, str]
 
 
 async def recent_runs(
-    store: AbstractWorkflowStore, names: list[str], compilers: set[str], limit: int = 50
-) -> list[dict[str, Any]]:
-    """The newest runs of `names`, with their questions (read from each run's state)."""
+    store: AbstractWorkflowStore,
+    names: list[str],
+    compilers: set[str],
+    limit: int = RUNS_PAGE,
+    before: _Key | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The newest `limit` runs of `names` older than `before`, with their questions, and
+    the cursor of the next page (None on the last)."""
+    handlers = await newest_handlers(store, names, limit + 1, before)
+    page = handlers[:limit]
+    runs = [await _run_row(store, h, h.workflow_name in compilers) for h in page]
+    following = _cursor(_key(page[-1])) if len(handlers) > limit else None
+    return runs, following
+
+
+async def newest_handlers(
+    store: AbstractWorkflowStore, names: list[str], count: int, before: _Key | None
+) -> list[PersistentHandler]:
+    """The newest `count` handlers of `names` started before `before`.
+
+    The memory store's handlers are read where they are; other stores have no ordered or
+    limited query, so theirs are fetched, but only `count` are kept (a heap, no sort).
+    """
+    from llama_agents.server import HandlerQuery, MemoryWorkflowStore
+
+    wanted = set(names)
+    if isinstance(store, MemoryWorkflowStore):
+        found: Iterable[PersistentHandler] = store.handlers.values()  # read in one go
+    else:
+        found = await store.query(HandlerQuery(workflow_name_in=names))
+    kept = (h for h in found if h.workflow_name in wanted and (before is None or _key(h) < before))
+    return heapq.nlargest(count, kept, key=_key)
+
+
+def _key(handler: PersistentHandler) -> _Key:
+    """A handler's place in the list: its start time, then its id."""
+    started = handler.started_at.timestamp() if handler.started_at else 0.0
+    return (started, handler.handler_id)
+
+
+def _cursor(key: _Key) -> str:
+    return f"{key[0]!r}~{key[1]}"
+
+
+def _page(request: Request) -> tuple[int, _Key | None]:
+    """``limit`` and ``before`` of a ``/api/runs`` request, or BadRequest."""
+    text = request.query_params.get("limit", str(RUNS_PAGE))
+    if not text.isdigit() or not 1 <= int(text) <= MAX_RUNS_PAGE:
+        raise BadRequest(400, f"limit takes a whole number from 1 to {MAX_RUNS_PAGE}.")
+    cursor = request.query_params.get("before")
+    if cursor is None:
+        return int(text), None
+    started, _, handler_id = cursor.partition("~")
+    try:
+        return int(text), (float(started), handler_id)
+    except ValueError:
+        raise BadRequest(400, "before takes the next cursor of an earlier page.") from None
+
+
+async def run_row(
+    store: AbstractWorkflowStore, handler_id: str, compilers: set[str]
+) -> dict[str, Any] | None:
+    """One run as ``/api/runs`` lists it (None if there is no such run)."""
     from llama_agents.server import HandlerQuery
 
-    handlers = await store.query(HandlerQuery(workflow_name_in=names))
-    handlers.sort(key=lambda h: h.started_at.timestamp() if h.started_at else 0.0, reverse=True)
-    runs = []
-    for h in handlers[:limit]:
-        runs.append(
-            {
-                "handler_id": h.handler_id,
-                "workflow": h.workflow_name,
-                "status": h.status,
-                "started_at": h.started_at.isoformat() if h.started_at else None,
-                "completed_at": h.completed_at.isoformat() if h.completed_at else None,
-                "question": await _question(store, h.run_id, h.workflow_name in compilers),
-                "run_id": h.run_id,
-                "error": h.error,
-            }
-        )
-    return runs
+    found = await store.query(HandlerQuery(handler_id_in=[handler_id]))
+    if not found:
+        return None
+    return await _run_row(store, found[0], found[0].workflow_name in compilers)
+
+
+async def _run_row(
+    store: AbstractWorkflowStore, h: PersistentHandler, compiler: bool
+) -> dict[str, Any]:
+    return {
+        "handler_id": h.handler_id,
+        "workflow": h.workflow_name,
+        "status": h.status,
+        "started_at": h.started_at.isoformat() if h.started_at else None,
+        "completed_at": h.completed_at.isoformat() if h.completed_at else None,
+        "question": await _question(store, h.run_id, compiler),
+        "run_id": h.run_id,
+        "error": h.error,
+    }
 
 
 async def _question(store: AbstractWorkflowStore, run_id: str | None, compiler: bool) -> str | None:

@@ -1,35 +1,30 @@
 """``POST /events/{handler_id}``: only the events a client may send reach a run.
 
 The workflow server accepts any event type of a workflow there, engine events included: a
-forged ``TaskReady`` would run a tool no plan contained. This route stands in front of the
-server's own: it accepts only human-response events (``HumanResponseEvent`` subclasses the
+forged ``TaskReady`` would run a tool no plan contained. The check in front of the
+server's endpoint accepts only human-response events (``HumanResponseEvent`` subclasses the
 workflow consumes or was registered with, e.g. :class:`~llm_compiler.events.PlanApprovalResponse`),
-checks that a plan approval answers the plan waiting (same run, same round), and passes
-the event on, re-encoded from the validated object, to the server's endpoint.
+checks that a plan approval answers the plan waiting (same run, same round) and a task
+verdict a task of the run's current round with no outcome and no verdict yet, and passes
+the event on, re-encoded from the validated object, to the server's endpoint (a validator
+of :class:`~llm_compiler.serving.guard.RequestGuard`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from starlette.routing import Route
 from workflows import Workflow
 from workflows.events import Event, HumanResponseEvent
 
+from llm_compiler.engine.scheduler import task_verdict
 from llm_compiler.engine.state import CompilerState
-from llm_compiler.events import PlanApprovalResponse
-from llm_compiler.serving.guard import (
-    BadRequest,
-    Receive,
-    Scope,
-    Send,
-    parse_json_object,
-    replay,
-    reply,
-)
+from llm_compiler.events import PlanApprovalResponse, TaskApprovalResponse
+from llm_compiler.serving.guard import BadRequest, BodyRoute, Checked, field_errors
 
 if TYPE_CHECKING:
     from llama_agents.server import AbstractWorkflowStore
@@ -43,39 +38,32 @@ def client_event_types(
     return {e.__name__: e for e in events if issubclass(e, HumanResponseEvent)}
 
 
-class ClientEventGate:
-    """The ASGI endpoint of ``POST /events/{handler_id}`` in front of the server's.
+EVENTS_PATH = re.compile(r"^/events/(?P<handler_id>[^/]+)/?$")
+
+
+class ClientEvents:
+    """Checks the body of ``POST /events/{handler_id}`` for the server's own endpoint.
 
     Args:
         store: The workflow store (to find the run a handler id names, and its state).
         accepted: Workflow name -> event type name -> type, from :func:`client_event_types`.
-        forward: The workflow server's own route for the same path and method.
     """
 
     def __init__(
-        self,
-        store: AbstractWorkflowStore,
-        accepted: Mapping[str, Mapping[str, type[Event]]],
-        forward: Route,
+        self, store: AbstractWorkflowStore, accepted: Mapping[str, Mapping[str, type[Event]]]
     ) -> None:
         self.store = store
         self.accepted = accepted
-        self.forward = forward
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            body = await _body(receive)
-            checked = await self.check(scope["path_params"]["handler_id"], body)
-        except BadRequest as e:
-            await reply(send, e.status, e.detail)
-            return
-        await self.forward.handle(scope, replay(checked, receive), send)
+    async def validate(self, match: re.Match[str], data: dict[str, Any], body: bytes) -> Checked:
+        """The event the body sends, and the body to forward (the event, re-encoded)."""
+        event, forward = await self.check(match["handler_id"], data)
+        return Checked(event, forward)
 
-    async def check(self, handler_id: str, body: bytes) -> bytes:
-        """The body to forward (the validated event, re-encoded), or :class:`BadRequest`."""
+    async def check(self, handler_id: str, data: Mapping[str, Any]) -> tuple[Event, bytes]:
+        """The event and the body to forward (the event, re-encoded), or :class:`BadRequest`."""
         from llama_agents.server import HandlerQuery
 
-        data = parse_json_object(body)
         found = await self.store.query(HandlerQuery(handler_id_in=[handler_id]))
         if not found:
             raise BadRequest(404, f"No run with handler id {handler_id!r}.")
@@ -83,9 +71,12 @@ class ClientEventGate:
         event = self._event(handler.workflow_name, data.get("event"))
         if isinstance(event, PlanApprovalResponse):
             await self._check_approval(handler.run_id, event)
+        elif isinstance(event, TaskApprovalResponse):
+            await check_task_verdict(self.store, handler.run_id, event)
         envelope = {"type": type(event).__name__, "value": event.model_dump(mode="json")}
         step = data.get("step")
-        return json.dumps({"event": envelope, **({"step": step} if step else {})}).encode()
+        forward = {"event": envelope, **({"step": step} if step else {})}
+        return event, json.dumps(forward).encode()
 
     def _event(self, workflow: str, envelope: Any) -> Event:
         """The event a client sent, if its type is one clients may send; else BadRequest."""
@@ -107,17 +98,11 @@ class ClientEventGate:
         try:
             return accepted[kind].model_validate(value)
         except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "value"
-            raise BadRequest(400, f"Invalid {kind}: {where}: {first['msg']}.") from None
+            raise BadRequest(400, f"Invalid {kind}: {field_errors(e)}.") from None
 
     async def _check_approval(self, run_id: str | None, event: PlanApprovalResponse) -> None:
-        held = None
-        if run_id is not None:
-            try:
-                held = (await self.store.create_state_store(run_id, CompilerState).get_state()).held
-            except Exception:  # no state saved yet, or not a compiler's: nothing waits
-                held = None
+        state = await run_state(self.store, run_id)
+        held = state.held if state is not None else None
         if held is None:
             raise BadRequest(409, "No plan of this run is waiting for approval.")
         if (event.run_id, event.round) != (held.run_id, held.round):
@@ -128,31 +113,38 @@ class ClientEventGate:
             )
 
 
-async def _body(receive: Receive) -> bytes:
-    """The whole request body (the guard in front already bounded its size)."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise BadRequest(400, "Client disconnected before sending the body.")
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+async def run_state(store: AbstractWorkflowStore, run_id: str | None) -> CompilerState | None:
+    """The saved state of a compiler run, if there is one."""
+    if run_id is None:
+        return None
+    try:
+        state = await store.create_state_store(run_id, CompilerState).get_state()
+    except Exception:  # no state saved yet, or not a compiler's: nothing waits
+        return None
+    return state if isinstance(state, CompilerState) else None
 
 
-def gate_route(
+async def check_task_verdict(
+    store: AbstractWorkflowStore, run_id: str | None, event: TaskApprovalResponse
+) -> None:
+    """Refuse (409) a verdict that names no task of the run's current round waiting for
+    one: unknown, settled, or answered before. (The scheduler takes a verdict only for a
+    task it holds; this refuses the rest at the door.)"""
+    state = await run_state(store, run_id)
+    task = state.tasks.get(event.task_id) if state is not None else None
+    if state is None or task is None or event.run_id != state.run_id:
+        raise BadRequest(409, f"Run {event.run_id!r} has no task {event.task_id} waiting.")
+    if task.round != event.round or event.task_id in state.outcomes:
+        raise BadRequest(409, f"Task {event.task_id} of round {event.round} is not waiting.")
+    if task_verdict(state, event.task_id) is not None:
+        raise BadRequest(409, f"Task {event.task_id} has its verdict already.")
+
+
+def events_route(
     store: AbstractWorkflowStore,
     workflows: Mapping[str, Workflow],
     extras: Mapping[str, Sequence[type[Event]]],
-    server_routes: Sequence[Any],
-) -> Route:
-    """The gated ``POST /events/{handler_id}`` route (listed before the server's own)."""
-    forward = next(
-        r
-        for r in server_routes
-        if isinstance(r, Route) and r.path == "/events/{handler_id}" and "POST" in (r.methods or ())
-    )
+) -> BodyRoute:
+    """The validator of ``POST /events/{handler_id}`` for runs of `workflows`."""
     accepted = {n: client_event_types(w, extras.get(n, ())) for n, w in workflows.items()}
-    return Route(
-        "/events/{handler_id}", ClientEventGate(store, accepted, forward), methods=["POST"]
-    )
+    return BodyRoute(EVENTS_PATH, ClientEvents(store, accepted).validate)

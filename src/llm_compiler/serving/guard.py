@@ -1,16 +1,22 @@
-"""An ASGI guard in front of the workflow server: size limits and request validation.
+"""The body-parsing middleware: every request body is read, parsed and validated once.
 
-The workflow server turns some bad requests into 500s (an empty question only fails
-inside the run) and reads bodies of any size. The guard reads request bodies up to a
-limit, checks run requests before the server sees them, and replays the body.
+:class:`RequestGuard` reads a request body up to a size limit, parses it as JSON once
+(refusing JSON nested too deep and text that is not Unicode), runs the validator of the
+route it is for, and puts the result in the request's scope (:func:`parsed`) for our
+endpoints. What reaches the app is the body the validator passes on, so a layer behind
+never sees what the guard did not check.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Collection, MutableMapping
-from typing import Any
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -20,8 +26,12 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Largest request body accepted (a question, a sent event, an AG-UI input).
 MAX_BODY_BYTES = 256 * 1024
-_RUN_PATH = re.compile(r"^/workflows/(?P<name>[^/]+)/(run|run-nowait)/?$")
-_AGUI_PATH = re.compile(r"^/agui/(?P<name>[^/]+)/?$")
+#: Deepest nesting of lists and objects accepted in a request body.
+MAX_JSON_DEPTH = 64
+#: Where the guard leaves a validated body in the request's scope.
+SCOPE_KEY = "llm_compiler.body"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_TOO_DEEP = f"The JSON body is nested deeper than {MAX_JSON_DEPTH} levels."
 
 
 class BadRequest(Exception):
@@ -33,20 +43,40 @@ class BadRequest(Exception):
         self.detail = detail
 
 
+@dataclass(frozen=True)
+class Checked:
+    """A validated body: `value` for our endpoints, `body` (bytes) for the app behind."""
+
+    value: Any
+    body: bytes
+
+
+#: A route's validator: the path's match and the parsed JSON object in, a Checked out.
+Validator = Callable[["re.Match[str]", dict[str, Any], bytes], Awaitable[Checked]]
+
+
+@dataclass(frozen=True)
+class BodyRoute:
+    """The POST path a validator checks (a regex over the whole path)."""
+
+    path: re.Pattern[str]
+    validate: Validator
+
+
 class RequestGuard:
-    """Wraps an ASGI app; rejects oversized bodies and invalid run requests with a 4xx.
+    """ASGI middleware: bounded bodies, parsed once, validated by their route.
 
     Args:
-        app: The app to protect.
-        workflows: Names of the registered workflows (others get a 404 on run paths).
+        app: The app behind.
+        routes: Validators by path; a JSON body of any other path is only parsed.
         max_body: Largest request body in bytes.
     """
 
     def __init__(
-        self, app: ASGIApp, workflows: Collection[str], max_body: int = MAX_BODY_BYTES
+        self, app: ASGIApp, routes: Sequence[BodyRoute] = (), max_body: int = MAX_BODY_BYTES
     ) -> None:
         self.app = app
-        self.workflows = workflows
+        self.routes = list(routes)
         self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -54,12 +84,20 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         try:
-            body = await self._read_body(scope, receive)
-            check_request(scope["path"], body, self.workflows)
+            checked = await self._check(scope["path"], await self._read_body(scope, receive))
         except BadRequest as e:
             await reply(send, e.status, e.detail)
             return
-        await self.app(scope, replay(body, receive), send)
+        scope[SCOPE_KEY] = checked.value
+        await self.app(scope, replay(checked.body, receive), send)
+
+    async def _check(self, path: str, body: bytes) -> Checked:
+        data = parse_json_object(body)
+        for route in self.routes:
+            match = route.path.match(path)
+            if match is not None:
+                return await route.validate(match, data, body)
+        return Checked(data, body)
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
         length = dict(scope.get("headers") or []).get(b"content-length")
@@ -80,42 +118,60 @@ class RequestGuard:
                 return b"".join(chunks)
 
 
-def check_request(path: str, body: bytes, workflows: Collection[str]) -> None:
-    """Validate a run or AG-UI request body; raise :class:`BadRequest` when it is wrong."""
-    run = _RUN_PATH.match(path)
-    agui = _AGUI_PATH.match(path)
-    match = run or agui
-    if match is None:
-        return
-    name = match["name"]
-    if name not in workflows:
-        known = ", ".join(sorted(workflows)) or "none"
-        raise BadRequest(404, f"Unknown workflow {name!r}; known: {known}.")
-    data = parse_json_object(body)
-    if run is not None:
-        _check_start_event(data)
+def parsed(scope: Scope) -> Any:
+    """The validated body :class:`RequestGuard` left for this request."""
+    return scope[SCOPE_KEY]
 
 
 def parse_json_object(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or :class:`BadRequest`."""
-    try:
-        data = json.loads(body or b"{}")
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadRequest(400, f"Malformed JSON body: {e}") from None
+    """The body as a JSON object (see :func:`loads_checked`), or BadRequest."""
+    data = loads_checked(body or b"{}")
     if not isinstance(data, dict):
         raise BadRequest(400, "The JSON body must be an object.")
     return data
 
 
-def _check_start_event(data: dict[str, Any]) -> None:
-    start = data.get("start_event", data.get("kwargs"))
-    if not isinstance(start, dict):
-        raise BadRequest(400, 'Give the question as {"start_event": {"user_msg": "..."}}.')
-    question = start.get("user_msg")
-    if not isinstance(question, str) or not question.strip():
-        raise BadRequest(400, "start_event.user_msg must be a non-empty question.")
-    if start.get("compiler_run_id") is not None:  # it keys the run's events and journal
-        raise BadRequest(400, "start_event.compiler_run_id is chosen by the server, not a client.")
+def loads_checked(text: str | bytes) -> Any:
+    """JSON of text at most :data:`MAX_JSON_DEPTH` deep, or BadRequest."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise BadRequest(400, _TOO_DEEP) from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadRequest(400, f"Malformed JSON body: {e}") from None
+    check_json(data)
+    return data
+
+
+def check_json(data: Any) -> None:
+    """Refuse nesting deeper than :data:`MAX_JSON_DEPTH` and lone surrogates in strings."""
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                raise BadRequest(
+                    400,
+                    "The JSON body holds a lone UTF-16 surrogate (such as \\ud800): not text. "
+                    "Send valid Unicode.",
+                )
+            continue
+        if not isinstance(node, dict | list):
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise BadRequest(400, _TOO_DEEP)
+        items = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        stack.extend((item, depth + 1) for item in items)
+
+
+def field_errors(error: ValidationError, limit: int = 6) -> str:
+    """Every invalid or missing field of a validation error, by name (the first `limit`)."""
+    parts = []
+    for item in error.errors()[:limit]:
+        where = ".".join(str(p) for p in item["loc"]) or "body"
+        parts.append(f"{where}: {item['msg']}")
+    more = len(error.errors()) - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
 def replay(body: bytes, receive: Receive) -> Receive:

@@ -41,8 +41,10 @@ class SecurityPolicy:
         allow_origins: Origins (``scheme://host[:port]``) besides the page's own that may
             call the API from a browser.
         allow_hosts: Host names besides the loopback ones that requests may name (``*``:
-            any, e.g. behind a proxy that checks them).
-        insecure: Serve beyond loopback without a token (refused otherwise).
+            any, e.g. behind a proxy that checks them; honoured only with a token or
+            `insecure`, since it lets a DNS-rebinding page reach the server).
+        insecure: Serve beyond loopback, or with any host name, without a token
+            (refused otherwise).
     """
 
     token: str | None = field(default=None, repr=False)  # never in logs
@@ -61,7 +63,8 @@ class SecurityPolicy:
         """A policy with origins and hosts normalized and checked.
 
         Raises:
-            ConfigurationError: A short token, a malformed origin or a wildcard origin.
+            ConfigurationError: A short token, a malformed origin, a wildcard origin, or
+                ``*`` among the hosts with neither a token nor `insecure`.
         """
         if token is not None and len(token) < MIN_TOKEN_CHARS:
             raise ConfigurationError(
@@ -70,11 +73,22 @@ class SecurityPolicy:
             )
         origins = frozenset(normalize_origin(o) for o in allow_origins)
         hosts = frozenset(_host_name(h) for h in allow_hosts if h.strip())
+        if "*" in hosts and not token and not insecure:
+            raise ConfigurationError(
+                "--allow-host '*' answers any host name, so a DNS-rebinding web page could "
+                "reach this server: set a token (LLM_COMPILER_TOKEN or --token), list the "
+                "names with --allow-host NAME, or pass --insecure to accept the risk."
+            )
         return cls(token or None, origins, hosts, insecure)
+
+    @property
+    def any_host(self) -> bool:
+        """Whether any host name is answered (``*``, with a token or `insecure`)."""
+        return "*" in self.allow_hosts and (self.token is not None or self.insecure)
 
     def host_allowed(self, name: str) -> bool:
         """Whether requests may name this server by the host `name` (lowercase, no port)."""
-        return name in LOOPBACK_HOSTS or name in self.allow_hosts or "*" in self.allow_hosts
+        return name in LOOPBACK_HOSTS or name in self.allow_hosts or self.any_host
 
     def token_matches(self, header: str | None) -> bool:
         """Whether an ``Authorization`` header carries the token (constant-time compare)."""

@@ -14,6 +14,10 @@ from llm_compiler.serving.app import ServedApp
 from llm_compiler.serving.security import SecurityPolicy
 
 LOOPBACK = "127.0.0.1"
+#: Seconds an idle keep-alive connection stays open. Longer than the 5 s after which
+#: httpx's default pool drops an idle connection: with equal times, a client could send
+#: on a connection the server is closing that moment, and get a ReadError.
+KEEP_ALIVE_SECONDS = 30
 
 
 def is_loopback(host: str) -> bool:
@@ -27,23 +31,28 @@ def is_loopback(host: str) -> bool:
 
 
 def check_exposure(policy: SecurityPolicy, host: str) -> None:
-    """Refuse to serve beyond loopback without a token, unless the policy says insecure.
+    """Refuse to serve beyond loopback without a token, unless the policy says insecure;
+    warn when an insecure policy serves without one (beyond loopback, or any host name).
 
     Raises:
         ConfigurationError: `host` is reachable from other machines and no token is set.
     """
-    if is_loopback(host) or policy.token is not None:
+    if policy.token is not None:
         return
-    if not policy.insecure:
+    if not is_loopback(host) and not policy.insecure:
         raise ConfigurationError(
             f"Refusing to serve on {host} without a token: anyone who can reach it could run "
             "tools. Set LLM_COMPILER_TOKEN (or --token), or pass --insecure to serve anyway."
         )
+    if not is_loopback(host):
+        _warn(f"serving on {host} WITHOUT A TOKEN; anyone who can reach this address")
+    elif policy.any_host:
+        _warn("answering any host name WITHOUT A TOKEN; any web page you visit (DNS rebinding)")
+
+
+def _warn(who: str) -> None:
     print(  # noqa: T201
-        f"WARNING: --insecure: serving on {host} WITHOUT A TOKEN; anyone who can reach "
-        "this address can run tools on this machine.",
-        file=sys.stderr,
-        flush=True,
+        f"WARNING: --insecure: {who} can run tools on this machine.", file=sys.stderr, flush=True
     )
 
 
@@ -77,7 +86,8 @@ async def serve(
         on_ready: Called with the page's URL once the server listens.
         sock: An already bound socket (then `host` and `port` only name it).
         stop: Set it to shut the server down gracefully.
-        uvicorn_options: Passed to ``uvicorn.Config`` (e.g. ``log_level``).
+        uvicorn_options: Passed to ``uvicorn.Config`` (e.g. ``log_level``; idle
+            connections are kept :data:`KEEP_ALIVE_SECONDS` unless ``timeout_keep_alive``).
 
     Raises:
         ConfigurationError: `host` is not loopback and the app has no token (see
@@ -88,9 +98,13 @@ async def serve(
     check_exposure(served.policy, host)
     sock = sock or bound_socket(host, port)
     actual = sock.getsockname()[1]
-    config = uvicorn.Config(
-        served.app, log_level="warning", timeout_graceful_shutdown=5, **uvicorn_options
-    )
+    options = {
+        "log_level": "warning",
+        "timeout_graceful_shutdown": 5,
+        "timeout_keep_alive": KEEP_ALIVE_SECONDS,
+        **uvicorn_options,
+    }
+    config = uvicorn.Config(served.app, **options)
     server = uvicorn.Server(config)
     if on_ready is not None:
         shown = f"[{host}]" if ":" in host else host

@@ -9,8 +9,6 @@ events (plan, tasks, tokens, join, replan), so the page and clients see the team
 
 from __future__ import annotations
 
-import asyncio
-
 from llama_index.core.agent.workflow import AgentWorkflow
 from workflows import Context, Workflow, step
 from workflows.events import StopEvent
@@ -54,6 +52,5 @@ class ServedTeam(Workflow):
                     ctx.write_event_to_stream(inner)
             return StopEvent(result=await handler)
         finally:
-            if not handler.done():  # this run was cancelled or failed: so is the team's
-                handler.cancel()
-                await asyncio.gather(handler, return_exceptions=True)
+            if not handler.is_done():  # this run was cancelled or failed: so is the team's
+                await handler.cancel_run()

@@ -7,7 +7,8 @@
 - :mod:`.spec`: tool parameters as JSON schemas (the one ``$ref`` walker).
 - :mod:`.schema`: tools made from JSON schemas (OpenAI, MCP, BFCL).
 - :mod:`.results`: tool outputs (MCP results, ToolOutputs, models) as values.
-- :mod:`.mcp_servers`: tools from MCP servers (needs the ``mcp`` extra when used).
+- :mod:`.mcp`: tools from MCP servers (needs the ``mcp`` extra when used).
+- :mod:`.policy`: tool policies (side-effect class, approval, limits, keys, retries).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from llama_index.core.tools import BaseTool
 
 from llm_compiler.tools.adapt import ToolLike, jsonable, to_tool, tool_map
 from llm_compiler.tools.binding import bind, call_tool, validate_arguments
-from llm_compiler.tools.mcp_servers import (
+from llm_compiler.tools.mcp import (
     MCPConnection,
     MCPServerError,
     MCPTool,

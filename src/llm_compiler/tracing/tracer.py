@@ -25,6 +25,7 @@ from llama_index.core.instrumentation.events.llm import (
 from llama_index.core.tools import BaseTool
 from llama_index_instrumentation.span import active_span_id
 
+from llm_compiler._upstream import result_task
 from llm_compiler.tracing import attributes as A
 from llm_compiler.tracing.spans import Active, Span, _bound, listening, start_span
 from llm_compiler.tracing.usage import LLMCallUsage, Usage
@@ -86,8 +87,8 @@ class Tracer:
 
     def watch(self, handler: Any, run_id: str) -> None:
         """End the run's spans when `handler`'s result is known."""
-        result = getattr(handler, "_result_task", None)  # workflows' private result future
-        if run_id in self._runs and isinstance(result, asyncio.Future):
+        result = result_task(handler)
+        if run_id in self._runs and result is not None:
             result.add_done_callback(lambda done: self.end_run(run_id, *_outcome(done)))
 
     def begin(self, run_id: str, question: str, dialect: str) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from llama_index.core.llms import ChatMessage, MessageRole
 
 from llm_compiler.dialects import prompting as prompting
-from llm_compiler.dialects.base import PlannerContext
+from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
 from llm_compiler.dialects.coa.parser import CoAParser, fill_in
 from llm_compiler.dialects.coa.prompts import (
     ANSWER_EXAMPLES,
@@ -32,8 +32,6 @@ from llm_compiler.dialects.coa.prompts import (
     render_functions,
 )
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord
-from llm_compiler.dialects.thought_action import JoinerDecision
-from llm_compiler.engine.llm import LLMRequest
 
 #: A completion model would go on with another few-shot question.
 COA_STOP = ("\nQuestion:",)

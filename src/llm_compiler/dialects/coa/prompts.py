@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from llama_index.core.tools import BaseTool
 
-from llm_compiler import tools as _tools
 from llm_compiler.errors import ConfigurationError
+from llm_compiler.tools import render as _tools
 
 REASONING_INSTRUCTIONS = """\
 Answer the question by writing out your reasoning. Wherever a value must come from one \

@@ -14,13 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from llm_compiler.dialects.base import PlannerContext
+from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
 from llm_compiler.dialects.grammar import plan_grammar
 from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
 from llm_compiler.dialects.llmcompiler.prompts import ExampleSource, PlannerInput
 from llm_compiler.dialects.prompting import PromptContext
-from llm_compiler.dialects.thought_action import JoinerDecision, JoinerInput, parse_joiner_output
-from llm_compiler.engine.llm import LLMRequest
+from llm_compiler.dialects.thought_action import JoinerInput, parse_joiner_output
 from llm_compiler.plan import END_OF_PLAN
 
 #: The planner's stop sequences: its end marker, and the start of a new few-shot example.

@@ -23,29 +23,37 @@ from llama_index.core.tools import BaseTool, FunctionTool
 from llm_compiler.plan import END_OF_PLAN
 from llm_compiler.tools.spec import Param, ToolSpec, tool_spec
 
-#: Plausible values by a word of the parameter's name (first match wins).
-_NAMED: tuple[tuple[frozenset[str], tuple[Any, Any]], ...] = tuple(
+#: Plausible values by a word of the parameter's name (first match wins). Three each: two
+#: parallel calls, and the second of a pair (``start``/``end``) one step further.
+_NAMED: tuple[tuple[frozenset[str], tuple[Any, Any, Any]], ...] = tuple(
     (frozenset(words.split()), values)
     for words, values in (
-        ("city town location place destination origin", ("Paris", "Rome")),
-        ("country nation", ("France", "Japan")),
-        ("date day start end birthday", ("2024-03-01", "2024-03-15")),
-        ("time hour", ("09:00", "17:30")),
-        ("path file filename document", ("notes.txt", "report.txt")),
-        ("dir directory folder", ("docs", "photos")),
-        ("url link website", ("https://example.com/a", "https://example.com/b")),
-        ("email address", ("ada@example.com", "alan@example.com")),
-        ("language lang", ("French", "German")),
-        ("currency", ("EUR", "USD")),
-        ("days", (3, 7)),
-        ("symbol ticker stock company", ("ACME", "Globex")),
-        ("unit units", ("km", "miles")),
-        ("expression formula equation", ("2 + 3", "10 / 4")),
-        ("query topic term keyword subject question title", ("Eiffel Tower", "Statue of Liberty")),
-        ("artist band singer", ("Nina Simone", "Miles Davis")),
-        ("name person user author", ("Ada Lovelace", "Alan Turing")),
-        ("text content message body", ("Hello world", "Good morning")),
+        ("city town location place destination origin", ("Paris", "Rome", "Vienna")),
+        ("country nation", ("France", "Japan", "Brazil")),
+        ("date day start end birthday since until", ("2024-03-01", "2024-03-15", "2024-04-02")),
+        ("time hour", ("09:00", "17:30", "21:15")),
+        ("path file filename document", ("notes.txt", "report.txt", "summary.txt")),
+        ("dir directory folder", ("docs", "photos", "music")),
+        ("url link website", ("https://example.com/a", "https://example.com/b",
+                              "https://example.com/c")),
+        ("email address", ("ada@example.com", "alan@example.com", "grace@example.com")),
+        ("language lang", ("French", "German", "Spanish")),
+        ("currency", ("EUR", "USD", "JPY")),
+        ("days", (3, 7, 14)),
+        ("symbol ticker stock company", ("ACME", "Globex", "Initech")),
+        ("unit units", ("km", "miles", "m")),
+        ("expression formula equation", ("2 + 3", "10 / 4", "7 * 6")),
+        ("query topic term keyword subject question title", ("Eiffel Tower", "Statue of Liberty",
+                                                             "Great Wall of China")),
+        ("artist band singer", ("Nina Simone", "Miles Davis", "Ella Fitzgerald")),
+        ("name person user author", ("Ada Lovelace", "Alan Turing", "Grace Hopper")),
+        ("text content message body", ("Hello world", "Good morning", "See you soon")),
     )
+)  # fmt: skip
+#: Words that make a parameter the second of a pair (from/to, start/end, min/max, ...):
+#: it gets the next value, so a pair never repeats one value and ranges run forward.
+_SECOND_OF_PAIR = frozenset(
+    "to end target dest destination max maximum until upper high last stop".split()
 )
 _WORD = re.compile(r"[a-z]+")
 _JSON_TYPES: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
@@ -54,8 +62,9 @@ _JSON_TYPES: dict[type, str] = {str: "string", int: "integer", float: "number", 
 
 #: Values by type, for prompts without a grammar (``lenient``), where any example with the
 #: run's own tools beats one with a foreign tool.
-_BY_TYPE: dict[str, tuple[Any, Any]] = {"string": ("first", "second"), "integer": (3, 7),
-                                         "number": (12.5, 30.0)}  # fmt: skip
+_BY_TYPE: dict[str, tuple[Any, Any, Any]] = {"string": ("first", "second", "third"),
+                                              "integer": (3, 7, 12),
+                                              "number": (12.5, 30.0, 45.0)}  # fmt: skip
 
 
 class _NoValue(Exception):
@@ -65,11 +74,15 @@ class _NoValue(Exception):
 def sample_value(param: Param, which: int, lenient: bool = False) -> Any:
     """A made-up value for `param` (``which`` is 0 or 1: two different ones).
 
+    The second parameter of a pair (``to``, ``end``, ``max``, ...) gets the value after
+    the first's, so ``convert(from_currency="EUR", to_currency="USD")``.
+
     Raises:
         _NoValue: The parameter has no allowed values and no name we know a value for
             (unless `lenient`: then a value of its type).
     """
-    return _sample(param.name, param.schema, which, lenient)
+    words = set(_WORD.findall(param.name.lower()))
+    return _sample(param.name, param.schema, which + bool(words & _SECOND_OF_PAIR), lenient)
 
 
 def _sample(name: str, schema: Mapping[str, Any], which: int, lenient: bool = False) -> Any:

@@ -8,11 +8,11 @@ from typing import Literal
 
 from llama_index.core.tools import BaseTool
 
-from llm_compiler import tools as _tools
 from llm_compiler.dialects import prompting as prompting
 from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.dialects.llmcompiler.examples import own_tools_example
 from llm_compiler.plan import END_OF_PLAN
+from llm_compiler.tools import render as _tools
 
 PLANNER_INSTRUCTIONS = """\
 Given a question, write a plan of actions that answers it with as many actions running \

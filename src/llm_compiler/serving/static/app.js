@@ -69,6 +69,24 @@ function argsText(task) {
   return parts.join(", ");
 }
 
+function policyText(p) {
+  const parts = [p.side_effect.replace(/_/g, " ")];
+  if (p.requires_approval) parts.push("needs approval");
+  if (p.max_concurrency) parts.push(`at most ${p.max_concurrency} at once`);
+  for (const [k, v] of Object.entries(p.limits || {})) parts.push(`${k} ≤ ${v}`);
+  if (p.resource_keys && p.resource_keys.length) parts.push(`keys ${p.resource_keys.join(", ")}`);
+  if (p.retry && p.retry.attempts > 1) parts.push(`retried up to ${p.retry.attempts} tries`);
+  if (p.timeout) parts.push(`timeout ${p.timeout} s`);
+  return parts.join(" · ");
+}
+
+// Every argument whole, one a line (the node shows them cut to fit).
+function argLines(task) {
+  const lines = (task.args || []).map(showArg);
+  for (const [k, v] of Object.entries(task.kwargs || {})) lines.push(`${k}=${showArg(v)}`);
+  return lines.join("\n");
+}
+
 function answerOf(result) {
   const response = result && result.response;
   if (!response) return result == null ? "" : String(typeof result === "object" ? JSON.stringify(result) : result);
@@ -148,10 +166,11 @@ class Run {
       this.edge(this.tasks.get(d), task);
     }
     task.g = el("g", { class: `node ${task.state}`, "data-task": t.id, transform: `translate(${pos.x},${pos.y})`, tabindex: 0 }, this.nodes);
-    el("title", {}, task.g, t.text || t.tool);
+    el("title", {}, task.g, `${t.id}. ${t.tool}(${argsText(t)})\n(click for its arguments, output and timing)`);
     el("rect", { width: NODE_W, height: NODE_H, rx: 8 }, task.g);
     el("text", { x: 10, y: 18, class: "title" }, task.g, `${t.id} · ${short(t.tool, 18)}`);
-    el("text", { x: 10, y: 35, class: "args" }, task.g, short(argsText(t), 27));
+    el("text", { x: 10, y: 35, class: "args" }, task.g, short(argsText(t), 21));
+    task.note = el("text", { x: NODE_W - 6, y: 13, class: "note", "text-anchor": "end" }, task.g, "");
     task.g.addEventListener("click", () => this.show(task.id));
     task.g.addEventListener("keydown", (e) => e.key === "Enter" && this.show(task.id));
     this.resize();
@@ -230,13 +249,89 @@ class Run {
     if (!task) return;
     task.resolved = v.args;
     task.readyAt = now();
+    Object.assign(task, { policy: v.policy, keys: v.resource_keys, waited: v.waited, approval: null });
+    this.note(task, v.waited >= 0.01 ? `waited ${v.waited.toFixed(2)} s` : "");
     this.setState(task, "running");
+  }
+
+  // Tool policies on the page: a task held for approval, a wait for a slot, a retry.
+  note(task, text) {
+    task.note.textContent = text;
+    if (this.selected === task.id) this.show(task.id);
+  }
+
+  held(v) {
+    const task = this.tasks.get(v.task_id);
+    if (!task) return;
+    Object.assign(task, { approval: v, resolved: v.args, policy: v.policy });
+    this.note(task, "⏸ approval");
+    this.setState(task, "held");
+    status(`Task ${v.task_id} (${v.tool_name}) waits for your approval; the rest runs on.`);
+  }
+
+  waiting(v) {
+    const task = this.tasks.get(v.task_id);
+    if (!task) return;
+    task.slot = v.slot;
+    this.note(task, `waits ${short(v.slot === "*" ? "slot" : v.slot, 18)}`);
+    this.setState(task, "waiting");
+  }
+
+  attempt(v) {
+    const task = this.tasks.get(v.task_id);
+    if (!task) return;
+    task.attempt = v;
+    if (v.attempts > 1) this.note(task, `try ${v.attempt} of ${v.attempts}`);
+  }
+
+  // A verdict on a held task, sent as POST /events like a plan approval.
+  async verdict(task, action) {
+    const a = task.approval;
+    const value = { run_id: a.run_id, round: a.round, task_id: a.task_id, action, reason: $("d-reason") ? $("d-reason").value : "" };
+    if (action === "edit") {
+      try {
+        value.args = JSON.parse($("d-args").value);
+      } catch (e) {
+        $("d-verdict-error").textContent = `Arguments must be a JSON object: ${e.message}`;
+        return;
+      }
+    }
+    const r = await fetch(`/events/${encodeURIComponent(this.id)}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ event: { type: "TaskApprovalResponse", value } }),
+    });
+    if (!r.ok) {
+      const body = await r.json().catch(() => ({}));
+      $("d-verdict-error").textContent = body.detail || `HTTP ${r.status}`;
+      return;
+    }
+    task.approval = null;
+    this.note(task, action === "reject" ? "rejected" : "approved");
+    this.setState(task, "planned");
+    this.show(task.id);
+  }
+
+  verdictForm(task, body) {
+    const form = html("div", { class: "verdict" });
+    const args = html("textarea", { id: "d-args", rows: 4 });
+    args.value = JSON.stringify(task.approval.args, null, 2);
+    const reason = html("input", { id: "d-reason", placeholder: "reason (optional)" });
+    form.append(html("dt", {}, "Approve this call?"), args, reason);
+    for (const action of ["approve", "edit", "reject"]) {
+      const b = html("button", { type: "button", "data-verdict": action }, action[0].toUpperCase() + action.slice(1));
+      b.addEventListener("click", () => this.verdict(task, action));
+      form.append(b);
+    }
+    form.append(html("p", { id: "d-verdict-error", class: "reason" }, ""));
+    body.append(form);
   }
 
   result(v) {
     const task = this.tasks.get(v.task_id);
     if (!task) return;
-    Object.assign(task, { output: v.output, started: v.started_at, finished: v.finished_at });
+    Object.assign(task, { output: v.output, started: v.started_at, finished: v.finished_at, attempts: v.attempts, approval: null });
+    if (v.attempts > 1) this.note(task, `${v.attempts} tries`);
     if (v.finished_at) this.skew = v.finished_at - now();
     this.setState(task, v.skipped ? "skipped" : v.is_error ? "error" : "done");
     this.critical();
@@ -291,7 +386,7 @@ class Run {
     if (round[key]) return;
     const cached = c.cached_tokens ? ` (${fmt(c.cached_tokens)} cached)` : "";
     const text = `${c.phase === "joiner" ? "Joiner" : "Planner"}: ${fmt(c.prompt_tokens)} in${cached} · ${fmt(c.completion_tokens)} out` +
-      `${c.source === "counted" ? " (counted)" : ""} · ${money(c.cost)} · ${(c.finished_at - c.started_at).toFixed(2)} s`;
+      `${c.source === "counted" ? " (counted)" : ""}${c.cost == null ? "" : ` · ${money(c.cost)}`} · ${(c.finished_at - c.started_at).toFixed(2)} s`;
     round[key] = html("p", { class: "usage", "data-phase": c.phase }, text);
     round.panel.append(round[key]);
   }
@@ -302,7 +397,9 @@ class Run {
     const u = summary.usage || {};
     const path = [...this.tasks.values()].filter((t) => t.critical).sort((a, b) => a.started - b.started);
     const pathText = path.length
-      ? `${path.map((t) => t.id).join(" → ")} (${(path[path.length - 1].finished - path[0].started).toFixed(2)} s)`
+      ? `${path.map((t) => t.id).join(" → ")} (${(path[path.length - 1].finished - path[0].started).toFixed(2)} s): ` +
+        "the chain of tasks that set how long the tools took " +
+        (path.length > 1 ? "(each needed the result of the one before it; the chain ended last)" : "(one task, which ended last)")
       : "none";
     const items = [
       ["Tokens", `${fmt(u.prompt_tokens)} in${u.cached_tokens ? ` (${fmt(u.cached_tokens)} cached)` : ""} · ${fmt(u.completion_tokens)} out · ${u.calls || 0} LLM calls`],
@@ -313,6 +410,7 @@ class Run {
     const box = $("costs");
     box.replaceChildren();
     for (const [k, v] of items) box.append(html("span", { class: "stat", "data-stat": k.toLowerCase().replace(" ", "-") }, `${k}: ${v}`));
+    box.querySelector('[data-stat="critical-path"]').title = "The critical path is the chain of tasks, each needing the result of the one before, that ended with the last task to finish: it sets how long the tools took, whatever ran in parallel.";
     box.hidden = false;
   }
 
@@ -321,10 +419,16 @@ class Run {
     if (!t) return;
     const rows = [
       ["Line", t.text], ["Thought", t.thought], ["State", t.state], ["Inputs", t.deps.map((d) => "$" + d).join(", ")],
-      ["Arguments", t.resolved === undefined ? argsText(t) : JSON.stringify(t.resolved, null, 2)],
+      ["Arguments as planned", argLines(t)],
+      ["Arguments passed", t.resolved === undefined ? null : JSON.stringify(t.resolved, null, 2)],
       [t.state === "error" ? "Error" : "Output", t.output === undefined ? null : typeof t.output === "string" ? t.output : JSON.stringify(t.output, null, 2)],
       ["Started", t.started ? new Date(t.started * 1000).toISOString().slice(11, 23) : null],
       ["Duration", t.finished && t.started ? `${(t.finished - t.started).toFixed(3)} s` : null],
+      ["Policy", t.policy ? policyText(t.policy) : null],
+      ["Resource keys", t.keys && t.keys.length ? t.keys.join(", ") : null],
+      ["Waits for", t.state === "waiting" ? t.slot : null],
+      ["Waited for a slot", t.waited ? `${t.waited.toFixed(3)} s` : null],
+      ["Attempts", t.attempt && t.attempt.attempts > 1 ? `${t.attempts || t.attempt.attempt} of ${t.attempt.attempts}${t.attempt.error ? ` (last error: ${t.attempt.error})` : ""}` : null],
     ];
     const body = $("d-body");
     body.replaceChildren();
@@ -332,6 +436,8 @@ class Run {
       if (v === null || v === undefined || v === "") continue;
       body.append(html("dt", {}, k), html("dd", {}, String(v)));
     }
+    if (t.approval) this.verdictForm(t, body);
+    this.selected = id;
     for (const g of this.nodes.querySelectorAll(".selected")) g.classList.remove("selected");
     t.g.classList.add("selected");
     $("d-title").textContent = `${t.id} · ${t.tool}`;
@@ -351,10 +457,18 @@ class Run {
         this.round(v.round).panel.append(html("p", { class: "reason no-tasks" }, `No tasks planned: ${why}`));
       }
       if (v.complete && v.llm_call) this.callUsage(v.llm_call);
+      if (v.complete) this.round(v.round).planned = true;
+      if (v.complete && !this.relisted) this.relist();
       status(`Round ${v.round}: ${v.complete ? "plan complete" : "planning…"}`);
     } else if (type === "TaskReady") this.ready(v);
     else if (type === "TaskResult") this.result(v);
-    else if (type === "CompilerStream" || type === "AgentStream") this.stream(v.round || 0, v.phase || "plan", v.delta || "");
+    else if (type === "TaskApprovalRequest") this.held(v);
+    else if (type === "TaskWaiting") this.waiting(v);
+    else if (type === "TaskStarted") this.attempt(v);
+    else if (type === "CompilerStream" || type === "AgentStream") {
+      this.stream(v.round || 0, v.phase || "plan", v.delta || "");
+      if ((v.phase || "plan") === "plan" && !this.rounds.get(v.round || 0).planned) status(`Round ${v.round || 0}: planning…`);
+    }
     else if (type === "JoinEvent") status(`Round ${v.round}: the joiner reads the results…`);
     else if (type === "ReplanEvent") {
       const prev = this.rounds.get(v.round - 1);
@@ -365,6 +479,13 @@ class Run {
     else if (type === "StopEvent") this.finish(answerOf(v.result), v.result && v.result.summary);
     else if (type === "WorkflowFailedEvent" || type === "WorkflowCancelledEvent" || type === "WorkflowTimedOutEvent") this.fail(type, v);
     if (type === "TaskReady" || type === "TaskResult" || type === "StopEvent") this.gantt();
+  }
+
+  // Once a plan is made the run's question is saved: list it (and show it) by its question.
+  relist() {
+    this.relisted = true;
+    loadRuns();
+    if (!$("question").value) runQuestion(this.id);
   }
 
   // A worker took the run up again after a crash or restart: what follows came after it.
@@ -422,6 +543,7 @@ class Run {
         const r = await fetch(`/events/${encodeURIComponent(this.id)}?after_sequence=${last}`, { signal });
         if (r.status !== 200 || !r.body) break;
         tries = 0;
+        if (!this.handled) status("Round 0: planning…"); // the planner works before any event
         const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
         let buffer = "";
         for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
@@ -448,6 +570,7 @@ class Run {
       else if (line.startsWith("data:")) data += line.slice(5).trimStart();
     }
     if (data) {
+      this.handled = true;
       const env = JSON.parse(data);
       this.handle(env.type, env.value || {});
     }
@@ -470,7 +593,7 @@ function fmt(n) {
 
 // A cost in USD; null means the model has no price (unknown, not free).
 function money(cost) {
-  if (cost === null || cost === undefined) return "cost unknown (no price for this model)";
+  if (cost === null || cost === undefined) return "unknown (no price for this model)";
   return cost < 0.01 ? `$${cost.toFixed(6)}` : `$${cost.toFixed(4)}`;
 }
 
@@ -479,10 +602,34 @@ function status(text, cls = "") {
   $("status").className = cls || "muted";
 }
 
-function openRun(id) {
+// Questions this tab asked, by handler id: a run's question is shown before the server
+// has stored it (it is read from the run's saved state).
+const ASKED_KEY = "llm-compiler-asked";
+const asked = new Map(JSON.parse(sessionStorage.getItem(ASKED_KEY) || "[]"));
+function remember(id, question) {
+  asked.set(id, question);
+  sessionStorage.setItem(ASKED_KEY, JSON.stringify([...asked].slice(-200)));
+}
+
+// The question box shows the question of the run on view (unless the user is typing).
+function showQuestion(question) {
+  const box = $("question");
+  if (question && document.activeElement !== box) box.value = question;
+}
+
+function openRun(id, question = null) {
   if (page.run) page.run.close();
   page.run = new Run(id);
   page.run.subscribe();
+  showQuestion(question || asked.get(id));
+  if (!question) runQuestion(id);
+  for (const li of $("runs").children) li.classList.toggle("current", li.dataset.run === id);
+}
+
+async function runQuestion(id) {
+  const r = await fetch(`/api/runs/${encodeURIComponent(id)}`);
+  const run = r.ok ? await r.json() : {};
+  if (page.run && page.run.id === id) showQuestion(run.question);
 }
 
 async function ask(event) {
@@ -500,29 +647,38 @@ async function ask(event) {
     $("error").hidden = false;
     return;
   }
+  remember(body.handler_id, question);
   history.pushState({ run: body.handler_id }, "", `?run=${encodeURIComponent(body.handler_id)}`);
-  openRun(body.handler_id);
+  openRun(body.handler_id, question);
   loadRuns();
 }
 
+// The run list, newest first. Requests may overlap (a run opened and one finishing): only
+// the newest answer is drawn, and it replaces the list in one step, so no run shows twice.
+let listed = 0;
 async function loadRuns() {
+  const ticket = ++listed;
   const r = await fetch("/api/runs");
   if (!r.ok) return;
-  const list = $("runs");
-  list.replaceChildren();
-  for (const run of (await r.json()).runs) {
-    const li = html("li", { class: run.status });
-    const a = html("a", { href: `?run=${encodeURIComponent(run.handler_id)}` }, short(run.question || run.handler_id, 60));
-    a.addEventListener("click", (e) => {
-      e.preventDefault();
-      history.pushState({ run: run.handler_id }, "", a.getAttribute("href"));
-      openRun(run.handler_id);
-    });
-    li.append(a, html("span", { class: "badge" }, run.status));
-    if (run.worker) li.append(html("span", { class: "badge worker", title: "the worker holding this run" }, `@${run.worker}`));
-    if (page.run && page.run.id === run.handler_id) li.classList.add("current");
-    list.append(li);
-  }
+  const runs = (await r.json()).runs;
+  if (ticket !== listed) return;
+  $("runs").replaceChildren(...runs.map(runItem));
+}
+
+function runItem(run) {
+  const question = run.question || asked.get(run.handler_id);
+  const label = question || `(question not saved yet) ${run.workflow} run`;
+  const li = html("li", { class: run.status, "data-run": run.handler_id });
+  const a = html("a", { href: `?run=${encodeURIComponent(run.handler_id)}`, title: question || run.handler_id }, short(label, 60));
+  a.addEventListener("click", (e) => {
+    e.preventDefault();
+    history.pushState({ run: run.handler_id }, "", a.getAttribute("href"));
+    openRun(run.handler_id, question);
+  });
+  li.append(a, html("span", { class: "badge" }, run.status));
+  if (run.worker) li.append(html("span", { class: "badge worker", title: "the worker holding this run" }, `@${run.worker}`));
+  if (page.run && page.run.id === run.handler_id) li.classList.add("current");
+  return li;
 }
 
 // The Mermaid chart needs the token too: fetched, then shown from a local blob.
@@ -539,8 +695,9 @@ async function init() {
   const info = await r.json();
   const question = $("question");
   if (info.question) question.placeholder = `e.g. ${info.question}`;
-  // The sample question, unless the user has started typing while this loaded.
-  if (!question.value && document.activeElement !== question) question.value = info.question || "";
+  // The sample question, unless a run is on view or the user has started typing.
+  const viewing = new URLSearchParams(location.search).get("run");
+  if (!viewing && !question.value && document.activeElement !== question) question.value = info.question || "";
   $("model").textContent = info.model ? `model: ${info.model}` : "";
   if (info.workflows.length > 1) {
     $("workflow").hidden = false;

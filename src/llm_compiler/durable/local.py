@@ -1,0 +1,202 @@
+"""Durable runs in your own process: :func:`durable_runtime`.
+
+``wf.run(user_msg=..., run_id=X)`` on this runtime looks ``X`` up in the journal first: a
+new id starts a run; the id of an unfinished run resumes it (nothing recorded runs
+again); the id of a finished run answers from the journal at once. ``launch()`` resumes
+the runs a dead process left unfinished (on Postgres, those of dead processes only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, Awaitable
+from typing import Any
+
+from typing_extensions import override
+from workflows.context.serializers import BaseSerializer
+from workflows.context.state_store import StateStore
+from workflows.errors import WorkflowRuntimeError
+from workflows.events import Event, StartEvent, StopEvent
+from workflows.runtime.types.internal_state import BrokerState
+from workflows.runtime.types.plugin import ExternalRunAdapter, V2RuntimeCompatibilityShim
+from workflows.runtime.types.ticks import WorkflowTick
+from workflows.workflow import Workflow
+
+from llm_compiler.durable.backend import Durable, prepare
+from llm_compiler.durable.journal import Journal, RunRecord
+from llm_compiler.durable.runtime import JournalRuntime
+
+logger = logging.getLogger(__name__)
+
+
+class LocalRuntime(JournalRuntime):
+    """A :class:`JournalRuntime` that resumes runs by id (see the module)."""
+
+    def __init__(self, journal: Journal) -> None:
+        super().__init__(journal)
+        self.durable: Durable | None = None
+        self.active: set[str] = set()
+        self.records: dict[str, RunRecord] = {}
+
+    def _backend(self) -> Durable:
+        if self.durable is None:
+            raise RuntimeError("This runtime was not made by durable_runtime().")
+        return self.durable
+
+    @override
+    async def launch(self) -> None:
+        durable = self._backend()
+        await durable.start()
+        await super().launch()
+        for record in await durable.claim(None):
+            workflow = self.workflows.get(record.workflow)
+            if workflow is None:  # another program's run: leave it to that program
+                await self.journal.fetch(
+                    "UPDATE llmc_runs SET owner = NULL WHERE run_id = ?", record.run_id
+                )
+                continue
+            self.records[record.run_id] = record
+            await self.resume(record.run_id, workflow)
+
+    @override
+    async def destroy(self) -> None:
+        try:
+            await super().destroy()
+        finally:
+            await self._backend().stop()
+
+    @override
+    def run_workflow(
+        self,
+        run_id: str,
+        workflow: Workflow,
+        init_state: BrokerState,
+        start_event: StartEvent | None = None,
+        serialized_state: dict[str, Any] | None = None,
+        serializer: BaseSerializer | None = None,
+    ) -> ExternalRunAdapter:
+        if run_id in self.active:
+            return self.get_external_adapter(run_id)
+        if start_event is None:  # a resume (or a context carried on): run it
+            self.active.add(run_id)
+            return super().run_workflow(
+                run_id, workflow, init_state, start_event, serialized_state, serializer
+            )
+        opened = self._open(run_id, workflow, init_state, start_event, serialized_state, serializer)
+        return _Deferred(self, run_id, opened)
+
+    async def _open(
+        self,
+        run_id: str,
+        workflow: Workflow,
+        init_state: BrokerState,
+        start_event: StartEvent,
+        serialized_state: dict[str, Any] | None,
+        serializer: BaseSerializer | None,
+    ) -> ExternalRunAdapter:
+        record = await self.journal.record(run_id)
+        if run_id in self.active:
+            return self.get_external_adapter(run_id)
+        if record is None:
+            record = RunRecord(run_id, run_id, workflow.workflow_name, owner=self._backend().worker)
+            self.records[run_id] = record
+            self.journal.put_run(record)
+            self.active.add(run_id)
+            return JournalRuntime.run_workflow(
+                self, run_id, workflow, init_state, start_event, serialized_state, serializer
+            )
+        if record.status in ("failed", "cancelled"):
+            raise WorkflowRuntimeError(f"Run {run_id} {record.status}: {record.error or ''}")
+        if record.status == "running" and record.owner not in (None, self._backend().worker):
+            taken = await self._backend().take(run_id)
+            if taken is None:
+                raise WorkflowRuntimeError(f"Run {run_id} is held by worker {record.owner}.")
+        self.records[run_id] = record
+        await self.resume(run_id, workflow)
+        return self.get_external_adapter(run_id)
+
+    @override
+    def finished(self, run_id: str, outcome: asyncio.Future[Any]) -> None:
+        self.active.discard(run_id)
+        record = self.records.pop(run_id, None)
+        if record is None or outcome.cancelled():
+            return
+        error = outcome.exception()
+        record.status = "completed" if error is None else "failed"
+        record.error = None if error is None else f"{type(error).__name__}: {error}"
+        self.journal.put_run(record)
+
+
+class _Deferred(ExternalRunAdapter, V2RuntimeCompatibilityShim):
+    """The adapter of a run whose journal is being read (every call waits for it)."""
+
+    def __init__(
+        self, runtime: LocalRuntime, run_id: str, opened: Awaitable[ExternalRunAdapter]
+    ) -> None:
+        self._runtime, self._run_id = runtime, run_id
+        self._task = asyncio.ensure_future(opened)
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    async def _inner(self) -> ExternalRunAdapter:
+        return await asyncio.shield(self._task)
+
+    async def send_event(self, tick: WorkflowTick) -> None:
+        await (await self._inner()).send_event(tick)
+
+    async def stream_published_events(self) -> AsyncGenerator[Event, None]:
+        async for event in (await self._inner()).stream_published_events():
+            yield event
+
+    async def close(self) -> None:
+        await (await self._inner()).close()
+
+    async def get_result(self) -> StopEvent:
+        return await (await self._inner()).get_result()
+
+    async def cancel(self) -> None:
+        await (await self._inner()).cancel()
+
+    def get_state_store(self, namespace: tuple[str, ...] = ()) -> StateStore[Any] | None:
+        return None if namespace else self._runtime.states.get(self._run_id)
+
+    def _ready(self) -> Any:
+        if not self._task.done() or self._task.cancelled() or self._task.exception():
+            return None
+        return self._task.result()
+
+    def get_result_or_none(self) -> StopEvent | None:
+        inner = self._ready()
+        return None if inner is None else inner.get_result_or_none()
+
+    @property
+    def is_running(self) -> bool:
+        inner = self._ready()
+        return not self._task.done() if inner is None else bool(inner.is_running)
+
+    def abort(self) -> None:
+        inner = self._ready()
+        if inner is not None:
+            inner.abort()
+        else:
+            self._task.cancel()
+
+
+def durable_runtime(database_url: str, *, worker: str | None = None) -> LocalRuntime:
+    """A runtime whose runs survive the process, kept in `database_url` (``sqlite:///path``
+    or ``postgresql://...``). Call ``await runtime.launch()`` before the first run and
+    ``await runtime.destroy()`` at the end.
+
+    One process per SQLite file (a second is refused); any number on Postgres.
+
+    Raises:
+        ConfigurationError: The extra is not installed, the URL is not SQLite or Postgres,
+            or another process uses the SQLite file.
+    """
+    durable = prepare(database_url, worker=worker, runtime=LocalRuntime)
+    assert isinstance(durable.runtime, LocalRuntime)
+    durable.runtime.durable = durable
+    return durable.runtime

@@ -1,0 +1,743 @@
+"""Served durable runs: the workflow store over the journal, and the server's runtime.
+
+:class:`JournalStore` is the ``AbstractWorkflowStore`` ``WorkflowServer`` keeps runs in:
+handler records are ``llmc_runs`` rows, a run's stream is ``llmc_events`` (numbered by
+the one worker that holds the run, so concurrent appends of one run never collide; held
+in memory for live readers and group-committed), its state is the journaled state store
+of :mod:`.runtime` (or, for a run held elsewhere or finished, the fold of its facts).
+
+:class:`ServedRuntime` claims the runs nobody holds (at start, when a worker died, when
+there is room under ``--max-runs``), resumes them with a :class:`RunResumed` mark on their
+stream, and carries events and cancels to runs another worker holds (``llmc_inbox``,
+woken with NOTIFY). A run waiting for input leaves memory after ``idle_release`` seconds;
+the next event sent to it, through any worker, loads it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from llama_agents.client.protocol.serializable_events import EventEnvelopeWithMetadata
+from llama_agents.server import AbstractWorkflowStore, HandlerQuery, PersistentHandler
+from typing_extensions import override
+from workflows.context.serializers import BaseSerializer, JsonSerializer
+from workflows.context.state_store import (
+    InMemoryStateStore,
+    StateRecord,
+    StateStore,
+    StateStoreFacade,
+)
+from workflows.events import Event, StopEvent, WorkflowIdleEvent
+from workflows.runtime.runtime_decorators import BaseInternalRunAdapterDecorator
+from workflows.runtime.types.internal_state import BrokerState
+from workflows.runtime.types.plugin import ExternalRunAdapter, InternalRunAdapter
+from workflows.runtime.types.ticks import TickAddEvent, TickCancelRun, WorkflowTick
+from workflows.workflow import Workflow
+
+from llm_compiler._upstream import StoredEvent, StoredTick, decode_persistent_handler
+from llm_compiler.durable.backend import Durable, prepare
+from llm_compiler.durable.config import IDLE_RELEASE, OUTAGE_LIMIT
+from llm_compiler.durable.events import RunResumed
+from llm_compiler.durable.facts import fold
+from llm_compiler.durable.journal import EVENTS_CHANNEL, Journal, RunRecord
+from llm_compiler.durable.runtime import JournalRuntime
+from llm_compiler.durable.spec import StoreSpec
+from llm_compiler.engine.state import CompilerState
+
+logger = logging.getLogger(__name__)
+
+INBOX_CHANNEL = "llmc_inbox"
+_INBOX_DDL = (
+    "CREATE TABLE IF NOT EXISTS llmc_inbox (id {serial} PRIMARY KEY, run_id TEXT NOT NULL,"
+    " body TEXT NOT NULL)"
+)
+
+
+def _stamp(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
+
+def _seconds(at: datetime | None) -> float | None:
+    return None if at is None else at.timestamp()
+
+
+class _Folded:
+    """Read-only state storage: the fold of a run's facts (a run held elsewhere, or done)."""
+
+    def __init__(self, journal: Journal, run_id: str) -> None:
+        self.journal, self.run_id = journal, run_id
+
+    async def load(self) -> StateRecord | None:
+        state = fold(await self.journal.rows(self.run_id))
+        return None if state is None else StateRecord(data=state)
+
+    async def save(self, record: StateRecord) -> None:
+        raise RuntimeError(f"Run {self.run_id} is not held by this worker: its state is read-only.")
+
+    def session(self) -> Any:
+        from contextlib import asynccontextmanager
+
+        @asynccontextmanager
+        async def own() -> AsyncIterator[_Folded]:
+            yield self
+
+        return own()
+
+
+class JournalStore(AbstractWorkflowStore):
+    """Handlers, streams and states of served runs, kept in the journal (see the module)."""
+
+    def __init__(self, durable: Durable) -> None:
+        super().__init__()
+        self.durable = durable
+        self.journal = durable.journal
+        self.held: dict[str, PersistentHandler] = {}
+        """Handlers of the runs this worker holds."""
+        self._events: dict[str, list[StoredEvent]] = {}
+        self._next: dict[str, int] = {}
+        self._changed: dict[str, asyncio.Event] = {}
+
+    @property
+    def runtime(self) -> ServedRuntime:
+        assert isinstance(self.durable.runtime, ServedRuntime)
+        return self.durable.runtime
+
+    # ------------------------------------------------------------------ state
+
+    @override
+    def create_state_store(
+        self,
+        run_id: str,
+        state_type: type[Any] | None = None,
+        serialized_state: dict[str, Any] | None = None,
+        serializer: BaseSerializer | None = None,
+        namespace: tuple[str, ...] = (),
+    ) -> StateStore[Any]:
+        if namespace:
+            return InMemoryStateStore(state_type() if state_type else CompilerState())
+        live = self.runtime.states.get(run_id)
+        if live is None and serialized_state is not None:
+            live = self.runtime.state_store(run_id, state_type)
+        if live is None:
+            return StateStoreFacade(_Folded(self.journal, run_id), state_type or CompilerState)
+        if serialized_state and serialized_state.get("state_data") is not None:
+            live.add_seed(serialized_state, serializer or JsonSerializer())
+        return live
+
+    @override
+    def _build_state_store(
+        self,
+        run_id: str,
+        namespace: tuple[str, ...],
+        state_type: type[Any] | None,
+        serializer: BaseSerializer | None,
+    ) -> StateStoreFacade[Any]:
+        return StateStoreFacade(_Folded(self.journal, run_id), state_type or CompilerState)
+
+    # ------------------------------------------------------------------ handlers
+
+    @override
+    async def query(self, query: HandlerQuery) -> list[PersistentHandler]:
+        local = self._held_match(query)
+        if local is not None:
+            return local
+        where, args = [], []
+        for column, values in (
+            ("handler_id", query.handler_id_in),
+            ("run_id", query.run_id_in),
+            ("workflow", query.workflow_name_in),
+            ("status", query.status_in),
+        ):
+            if values is not None:
+                if not values:
+                    return []
+                where.append(f"{column} IN ({', '.join('?' for _ in values)})")
+                args += list(values)
+        if query.is_idle is not None:
+            where.append(f"idle_since IS {'NOT ' if query.is_idle else ''}NULL")
+        sql = "SELECT handler_id, workflow, status, run_id, error, result, started_at,"
+        sql += " updated_at, completed_at, idle_since FROM llmc_runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = await self.journal.fetch(sql + " ORDER BY started_at DESC LIMIT 1000", *args)
+        return [self._handler(row) for row in rows]
+
+    def _held_match(self, query: HandlerQuery) -> list[PersistentHandler] | None:
+        """The answer from the runs held here, if the query names only such runs."""
+        if query.handler_id_in and not (query.run_id_in or query.workflow_name_in):
+            found = [h for h in self.held.values() if h.handler_id in query.handler_id_in]
+        elif query.run_id_in and not (query.handler_id_in or query.workflow_name_in):
+            found = [self.held[r] for r in query.run_id_in if r in self.held]
+        else:
+            return None
+        wanted = query.handler_id_in or query.run_id_in or []
+        if len(found) != len(wanted) or query.status_in is not None or query.is_idle is not None:
+            return None
+        return [h.model_copy() for h in found]
+
+    def _handler(self, row: tuple[Any, ...]) -> PersistentHandler:
+        handler_id, workflow, status, run_id, error, result, started, updated, done, idle = row
+        data = {
+            "handler_id": handler_id,
+            "workflow_name": workflow,
+            "status": status,
+            "run_id": run_id,
+            "error": error,
+            "result": json.loads(result) if result else None,
+            "started_at": _stamp(started),
+            "updated_at": _stamp(updated),
+            "completed_at": _stamp(done),
+            "idle_since": _stamp(idle),
+        }
+        return decode_persistent_handler(data, self.result_decoder)
+
+    @override
+    async def update(self, handler: PersistentHandler) -> None:
+        if handler.run_id is None:
+            raise ValueError("A served run's handler needs a run id.")
+        reserved = handler.run_id in self.held or self.runtime.reserve(handler.run_id)
+        if reserved:
+            self.held[handler.run_id] = handler
+        self._put(handler, owner=self.durable.worker if reserved else None)
+        if not reserved:  # it waits in the database for a worker: committed now
+            await self.journal.barrier(handler.run_id)
+        # Otherwise not awaited here: the run's first step, and the start request's response
+        # (:meth:`committed`), wait for this row's commit, with the run's first facts.
+
+    async def committed(self) -> None:
+        """Wait until everything queued so far is committed (before a start is answered)."""
+        await self.journal.commit()
+
+    def _put(self, handler: PersistentHandler, owner: str | None = None) -> None:
+        assert handler.run_id is not None
+        dumped = handler.model_dump(mode="json")
+        result = dumped.get("result")
+        record = RunRecord(
+            handler.run_id,
+            handler.handler_id,
+            handler.workflow_name,
+            status=handler.status,
+            owner=owner,
+            result=None if result is None else json.dumps(result),
+            error=handler.error,
+            started_at=_seconds(handler.started_at) or time.time(),
+            updated_at=_seconds(handler.updated_at),
+            completed_at=_seconds(handler.completed_at),
+            idle_since=_seconds(handler.idle_since),
+        )
+        self.journal.put_run(record)
+
+    @override
+    async def update_handler_status(
+        self,
+        run_id: str,
+        *,
+        status: Any = None,
+        result: StopEvent | None = None,
+        error: str | None = None,
+        idle_since: Any = "unset",
+    ) -> None:
+        handler = self.held.get(run_id)
+        if handler is None:
+            found = await self.query(HandlerQuery(run_id_in=[run_id]))
+            if not found:
+                return
+            handler = self.held[run_id] = found[0]
+        now = datetime.now(UTC)
+        handler.updated_at = now
+        if status is not None:
+            handler.status = status
+            if status in ("completed", "failed", "cancelled"):
+                handler.completed_at = now
+        if result is not None:
+            handler.result = result
+        if error is not None:
+            handler.error = error
+        if idle_since != "unset":
+            handler.idle_since = idle_since
+        self._put(handler)
+        if handler.status != "running":
+            self.held.pop(run_id, None)
+            await self.journal.barrier(run_id)
+
+    @override
+    async def delete(self, query: HandlerQuery) -> int:
+        found = await self.query(query)
+        for handler in found:
+            for table in ("llmc_facts", "llmc_events", "llmc_runs"):
+                await self.journal.fetch(f"DELETE FROM {table} WHERE run_id = ?", handler.run_id)
+        return len(found)
+
+    # ------------------------------------------------------------------ events
+
+    async def open_stream(self, run_id: str) -> None:
+        """Number this run's next event after those in the journal (a run taken up here)."""
+        rows = await self.journal.fetch("SELECT max(seq) FROM llmc_events WHERE run_id = ?", run_id)
+        last = rows[0][0] if rows and rows[0][0] is not None else -1
+        self._next[run_id] = int(last) + 1
+
+    @override
+    async def append_event(self, run_id: str, event: EventEnvelopeWithMetadata) -> None:
+        seq = self._next.get(run_id, 0)
+        self._next[run_id] = seq + 1
+        at = time.time()
+        stored = StoredEvent(run_id=run_id, sequence=seq, timestamp=_stamp(at), event=event)
+        self._events.setdefault(run_id, []).append(stored)
+        self.journal.put_event(run_id, seq, at, event.model_dump_json())
+        self.changed(run_id)
+        if self._is_terminal_event(stored):
+            self._next.pop(run_id, None)
+            asyncio.get_running_loop().call_later(60.0, self._events.pop, run_id, None)
+
+    def changed(self, run_id: str) -> None:
+        """Wake the readers of `run_id`'s stream."""
+        signal = self._changed.pop(run_id, None)
+        if signal is not None:
+            signal.set()
+
+    def on_committed(self, runs: list[str]) -> None:
+        """Events of `runs` were committed by a worker (Postgres NOTIFY)."""
+        for run_id in runs:
+            self.changed(run_id)
+
+    @override
+    async def query_events(
+        self, run_id: str, after_sequence: int | None = None, limit: int | None = None
+    ) -> list[StoredEvent]:
+        after = -1 if after_sequence is None else after_sequence
+        local = [e for e in self._events.get(run_id, []) if e.sequence > after]
+        first_local = local[0].sequence if local else None
+        rows = []
+        if first_local is None or first_local > after + 1:
+            rows = await self.journal.events(run_id, after)
+        out = [
+            StoredEvent(
+                run_id=run_id,
+                sequence=seq,
+                timestamp=_stamp(at),
+                event=EventEnvelopeWithMetadata.model_validate_json(body),
+            )
+            for seq, at, body in rows
+            if first_local is None or seq < first_local
+        ]
+        out += local
+        return out if limit is None else out[:limit]
+
+    @override
+    async def subscribe_events(
+        self, run_id: str, after_sequence: int = -1
+    ) -> AsyncIterator[StoredEvent]:
+        cursor = after_sequence
+        while True:
+            signal = self._changed.setdefault(run_id, asyncio.Event())
+            events = await self.query_events(run_id, after_sequence=cursor)
+            for event in events:
+                yield event
+                cursor = event.sequence
+                if self._is_terminal_event(event):
+                    return
+            if not events:
+                await signal.wait()
+
+    @override
+    async def append_tick(self, run_id: str, tick_data: dict[str, Any]) -> None:
+        return None  # runs resume from their facts, not from ticks
+
+    @override
+    async def get_ticks(self, run_id: str) -> list[StoredTick]:
+        return []
+
+    async def mark_resumed(self, run_id: str) -> None:
+        """Number the run's stream on, and mark it with :class:`RunResumed`."""
+        await self.open_stream(run_id)
+        after = self._next.get(run_id, 0) - 1
+        if after < 0:  # a run that waited in the queue: nothing to resume
+            return
+        mark = RunResumed(worker=self.durable.worker, after_sequence=after)
+        await self.append_event(run_id, EventEnvelopeWithMetadata.from_event(mark))
+        logger.info("Resumed run %s on worker %s", run_id, self.durable.worker)
+
+
+class RemoteRun(ExternalRunAdapter):
+    """A run this worker does not hold: events and cancels go through ``llmc_inbox`` to
+    the worker that does (or this worker takes the run up, if nobody holds it)."""
+
+    def __init__(self, runtime: ServedRuntime, run_id: str) -> None:
+        self._runtime, self._run_id = runtime, run_id
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    async def send_event(self, tick: WorkflowTick) -> None:
+        await self._runtime.deliver(self._run_id, tick)
+
+    async def stream_published_events(self) -> Any:
+        store = self._runtime.store
+        async for stored in store.subscribe_events(self._run_id):
+            yield stored.event.load_event()
+
+    async def get_result(self) -> StopEvent:
+        store = self._runtime.store
+        async for _ in store.subscribe_events(self._run_id):
+            pass
+        found = await store.query(HandlerQuery(run_id_in=[self._run_id]))
+        if found and found[0].status == "completed" and found[0].result is not None:
+            return found[0].result
+        from workflows.errors import WorkflowCancelledByUser, WorkflowRuntimeError
+
+        if found and found[0].status == "cancelled":
+            raise WorkflowCancelledByUser()
+        raise WorkflowRuntimeError(found[0].error if found else f"No run {self._run_id}.")
+
+
+class ServedRuntime(JournalRuntime):
+    """The runtime of a durable server: claims, resumes, idle release, remote runs."""
+
+    def __init__(self, journal: Journal) -> None:
+        super().__init__(journal)
+        self.durable: Durable | None = None
+        self.max_runs: int | None = None
+        self.holding: set[str] = set()
+        self._claiming: asyncio.Task[None] | None = None
+        self._again = False
+        self._listener: Any = None
+        self._idle: dict[str, asyncio.TimerHandle] = {}
+        self._store: JournalStore | None = None
+
+    @property
+    def backend(self) -> Durable:
+        assert self.durable is not None, "made by open_durable()"
+        return self.durable
+
+    @property
+    def store(self) -> JournalStore:
+        """The workflow store of this server's runs."""
+        if self._store is None:
+            self._store = JournalStore(self.backend)
+            self.on_resume = self._store.mark_resumed
+        return self._store
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @override
+    async def launch(self) -> None:
+        await self.backend.start()
+        serial = "BIGSERIAL" if self.backend.spec.kind == "postgres" else "INTEGER"
+        await self.journal.fetch(_INBOX_DDL.format(serial=serial))
+        await super().launch()
+        if self.backend.spec.kind == "postgres":
+            await self._listen()
+        self.on_room()
+
+    @override
+    async def destroy(self) -> None:
+        for handle in self._idle.values():
+            handle.cancel()
+        if self._claiming is not None:
+            self._claiming.cancel()
+        if self._listener is not None:
+            self._listener.terminate()
+            self._listener = None
+        try:
+            await super().destroy()
+        finally:
+            await self.backend.stop()
+
+    async def _listen(self) -> None:
+        import asyncpg
+
+        from llm_compiler.durable.backend import QUEUE_CHANNEL
+        from llm_compiler.durable.config import CONNECT_TIMEOUT
+
+        conn = await asyncpg.connect(self.backend.spec.url, timeout=CONNECT_TIMEOUT)
+        await conn.add_listener(EVENTS_CHANNEL, self._on_events)
+        await conn.add_listener(INBOX_CHANNEL, self._on_inbox)
+        await conn.add_listener(QUEUE_CHANNEL, lambda *_: self.on_room())
+        conn.add_termination_listener(self._on_listener_lost)
+        self._listener = conn
+
+    def _on_events(self, conn: object, pid: int, channel: str, payload: str) -> None:
+        runs = json.loads(payload)
+        self.store.on_committed(list(self.store._changed) if runs == "*" else runs)
+
+    def _on_inbox(self, conn: object, pid: int, channel: str, run_id: str) -> None:
+        if run_id in self.holding:
+            self._spawn(self.drain(run_id))
+
+    def _on_listener_lost(self, conn: object) -> None:
+        if self._listener is conn:
+            self._listener = None
+            self._spawn(self._relisten())
+
+    async def _relisten(self) -> None:
+        await self.journal.retrying(self._listen)
+        for run_id in list(self.store._changed):
+            self.store.changed(run_id)
+        for run_id in list(self.holding):
+            await self.drain(run_id)
+        self.on_room()
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._live.add(task)
+        task.add_done_callback(self._live.discard)
+
+    # ------------------------------------------------------------------ room and claims
+
+    def room(self) -> int | None:
+        """How many more runs this worker may hold (None: no cap)."""
+        return None if self.max_runs is None else self.max_runs - len(self.holding)
+
+    def reserve(self, run_id: str) -> bool:
+        """Hold a new run here if there is room (else it waits in the queue)."""
+        room = self.room()
+        if room is not None and room <= 0:
+            return False
+        self.holding.add(run_id)
+        return True
+
+    def on_room(self) -> None:
+        """Claim the runs nobody holds that there is room for (one claim at a time)."""
+        if self._claiming is not None:
+            self._again = True
+            return
+        self._claiming = asyncio.get_running_loop().create_task(self._claim())
+
+    async def _claim(self) -> None:
+        try:
+            while True:
+                self._again = False
+                for record in await self.backend.claim(self.room()):
+                    await self._take_up(record)
+                if not self._again:
+                    return
+        except Exception:
+            logger.exception("Claiming runs failed; the next wake-up tries again.")
+        finally:
+            self._claiming = None
+
+    async def _take_up(self, record: RunRecord) -> None:
+        workflow = self.workflows.get(record.workflow)
+        if workflow is None:
+            logger.warning(
+                "Run %s is of workflow %s, not served here.", record.run_id, record.workflow
+            )
+            await self.journal.fetch(
+                "UPDATE llmc_runs SET owner = NULL WHERE run_id = ?", record.run_id
+            )
+            return
+        self.holding.add(record.run_id)
+        try:
+            await self.resume(record.run_id, workflow)
+        except Exception as e:
+            logger.exception("Run %s could not be resumed", record.run_id)
+            self.holding.discard(record.run_id)
+            await self.store.update_handler_status(record.run_id, status="failed", error=str(e))
+            return
+        await self.drain(record.run_id)
+
+    @override
+    def finished(self, run_id: str, outcome: asyncio.Future[Any]) -> None:
+        if run_id in self.holding:
+            self.holding.discard(run_id)
+            self.on_room()
+
+    # ------------------------------------------------------------------ runs
+
+    @override
+    def run_workflow(
+        self,
+        run_id: str,
+        workflow: Workflow,
+        init_state: BrokerState,
+        start_event: Any = None,
+        serialized_state: dict[str, Any] | None = None,
+        serializer: BaseSerializer | None = None,
+    ) -> ExternalRunAdapter:
+        if run_id in self.holding:
+            return super().run_workflow(
+                run_id, workflow, init_state, start_event, serialized_state, serializer
+            )
+        if start_event is not None:  # no room here: the start waits in the queue
+            body = workflow.runtime.get_serializer(workflow).serialize(start_event)
+            from llm_compiler.durable.facts import Row
+
+            self.journal.put(run_id, Row("start", "", body))
+            self._spawn(self._queued())
+        return RemoteRun(self, run_id)
+
+    async def _queued(self) -> None:
+        await self.journal.commit()
+        await self.backend.notify_queue()
+        self.on_room()
+
+    @override
+    def get_external_adapter(self, run_id: str) -> ExternalRunAdapter:
+        if run_id in self.holding:
+            return super().get_external_adapter(run_id)
+        return RemoteRun(self, run_id)
+
+    @override
+    def get_internal_adapter(self, workflow: Workflow) -> InternalRunAdapter:
+        return _IdleWatch(super().get_internal_adapter(workflow), self)
+
+    # ------------------------------------------------------------------ events to runs
+
+    async def deliver(self, run_id: str, tick: WorkflowTick) -> None:
+        """Send `tick` to `run_id`: here if held here (or taken up now), else via the inbox."""
+        if run_id not in self.holding:
+            record = await self.backend.take(run_id)
+            if record is not None:
+                await self.store.update_handler_status(run_id, idle_since=None)
+                await self._take_up(record)
+        if run_id in self.holding:
+            self._touch(run_id)
+            await super().get_external_adapter(run_id).send_event(tick)
+            return
+        body = self._encode(run_id, tick)
+        await self.journal.fetch(
+            "INSERT INTO llmc_inbox (run_id, body) VALUES (?, ?)", run_id, body
+        )
+        if self.backend.spec.kind == "postgres":
+            await self.journal.fetch("SELECT pg_notify(?, ?)", INBOX_CHANNEL, run_id)
+
+    def _encode(self, run_id: str, tick: WorkflowTick) -> str:
+        if isinstance(tick, TickCancelRun):
+            return json.dumps({"cancel": True})
+        assert isinstance(tick, TickAddEvent)
+        workflow = self._workflow_of(run_id)
+        event = workflow.runtime.get_serializer(workflow).serialize(tick.event)
+        return json.dumps({"event": event})
+
+    def _workflow_of(self, run_id: str) -> Workflow:
+        handler = self.store.held.get(run_id)
+        name = handler.workflow_name if handler is not None else None
+        if name is None or name not in self.workflows:
+            return next(iter(self.workflows.values()))
+        return self.workflows[name]
+
+    async def drain(self, run_id: str) -> None:
+        """Deliver what waits in the inbox for a run held here."""
+        rows = await self.journal.fetch(
+            "DELETE FROM llmc_inbox WHERE run_id = ? RETURNING id, body", run_id
+        )
+        if not rows or run_id not in self.holding:
+            return
+        workflow = self._workflow_of(run_id)
+        adapter = super().get_external_adapter(run_id)
+        for _, body in sorted(rows):
+            message = json.loads(body)
+            if message.get("cancel"):
+                await adapter.send_event(TickCancelRun())
+            else:
+                event = workflow.runtime.get_serializer(workflow).deserialize(message["event"])
+                await adapter.send_event(TickAddEvent(event=event))
+
+    # ------------------------------------------------------------------ idle release
+
+    def _touch(self, run_id: str) -> None:
+        handle = self._idle.pop(run_id, None)
+        if handle is not None:
+            handle.cancel()
+
+    def went_idle(self, run_id: str) -> None:
+        """The run waits for input: release it after ``idle_release`` seconds of that."""
+        self._touch(run_id)
+        loop = asyncio.get_running_loop()
+        self._idle[run_id] = loop.call_later(
+            self.backend.idle_release, lambda: self._spawn(self._release(run_id))
+        )
+
+    def active(self, run_id: str) -> None:
+        """The run did something: it is not idle."""
+        self._touch(run_id)
+
+    async def _release(self, run_id: str) -> None:
+        self._idle.pop(run_id, None)
+        if run_id not in self.holding:
+            return
+        await self.journal.barrier(run_id)
+        await self.store.update_handler_status(run_id, idle_since=datetime.now(UTC))
+        await self.journal.barrier(run_id)
+        self.holding.discard(run_id)
+        self.store.held.pop(run_id, None)
+        abort = getattr(super().get_external_adapter(run_id), "abort", None)
+        if abort is not None:
+            abort()
+        await self.journal.fetch("UPDATE llmc_runs SET owner = NULL WHERE run_id = ?", run_id)
+        logger.info("Run %s waits for input: released from memory.", run_id)
+        self.on_room()
+
+
+class _IdleWatch(BaseInternalRunAdapterDecorator):
+    """Tells the runtime when a run goes idle (waits for input) and when it works again."""
+
+    def __init__(self, decorated: InternalRunAdapter, runtime: ServedRuntime) -> None:
+        super().__init__(decorated)
+        self._runtime = runtime
+
+    @override
+    async def write_to_event_stream(self, event: Event) -> None:
+        if isinstance(event, WorkflowIdleEvent):
+            self._runtime.went_idle(self.run_id)
+        else:
+            self._runtime.active(self.run_id)
+        await super().write_to_event_stream(event)
+
+
+class ServedDurable(Durable):
+    """A durable backend serving runs over HTTP."""
+
+    @property
+    def served(self) -> ServedRuntime:
+        assert isinstance(self.runtime, ServedRuntime)
+        return self.runtime
+
+    @property
+    def store(self) -> JournalStore:
+        """The workflow store (give it to ``WorkflowServer``)."""
+        return self.served.store
+
+    def server_runtime(self) -> ServedRuntime:
+        """The runtime to give ``WorkflowServer``."""
+        self.served.max_runs = self.max_runs
+        return self.served
+
+
+async def open_durable(
+    spec: str | StoreSpec,
+    *,
+    worker: str | None = None,
+    max_runs: int | None = None,
+    idle_release: float = IDLE_RELEASE,
+    outage_limit: float = OUTAGE_LIMIT,
+) -> ServedDurable:
+    """The durable backend of a server on `spec`, its database checked now.
+
+    Raises:
+        ConfigurationError: A missing driver, an unknown scheme, an unreachable database,
+            or a SQLite store another process uses.
+    """
+    from llm_compiler.durable.backend import check_reachable
+
+    durable = prepare(
+        spec,
+        worker=worker,
+        runtime=ServedRuntime,
+        cls=ServedDurable,
+        idle_release=idle_release,
+        outage_limit=outage_limit,
+    )
+    assert isinstance(durable, ServedDurable) and isinstance(durable.runtime, ServedRuntime)
+    durable.runtime.durable = durable
+    durable.max_runs = max_runs
+    if durable.spec.kind == "postgres":
+        await check_reachable(durable.spec)
+    return durable

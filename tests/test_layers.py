@@ -1,0 +1,180 @@
+"""The package's import graph: no cycle between its packages, and an engine that stands alone.
+
+A static reading of every ``import`` in ``src/llm_compiler`` (those inside functions and
+under ``TYPE_CHECKING`` included): a unit is a top-level module or package
+(``llm_compiler.engine``, ``llm_compiler.errors``), and the package's own ``__init__`` is
+the unit ``llm_compiler``, which nothing inside may import.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import llm_compiler
+
+SRC = Path(llm_compiler.__file__).parent
+ROOT = "llm_compiler"
+
+#: What the engine may not import: it runs without a server, a durable engine, the legacy
+#: API, the embedded model, the agent adapters or the presets built on it.
+ENGINE_MUST_NOT_IMPORT = {
+    "agents",
+    "cli",
+    "compat",
+    "demo",
+    "durable",
+    "models",
+    "presets",
+    "serving",
+    "testing",
+}
+
+Edges = dict[str, dict[str, set[str]]]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _unit(module: str) -> str:
+    """``llm_compiler.engine.llm`` -> ``llm_compiler.engine``; the root stays the root."""
+    return ".".join(module.split(".")[:2])
+
+
+def _imported(node: ast.AST, module: str, is_package: bool, known: set[str]) -> list[str]:
+    """The ``llm_compiler`` modules one import statement names."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.split(".")[0] == ROOT]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:  # relative: from the module's package, up `level - 1` more
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        anchor = package[: len(package) - (node.level - 1)]
+        base = ".".join(anchor + ([base] if base else []))
+    if base.split(".")[0] != ROOT:
+        return []
+    # `from llm_compiler import tools` imports the module llm_compiler.tools.
+    subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known]
+    return subs if subs and len(subs) == len(node.names) else [base, *subs]
+
+
+def import_graph() -> Edges:
+    """unit -> imported unit -> the modules whose imports make that edge."""
+    files = {_module_name(p): p for p in SRC.rglob("*.py")}
+    known = set(files)
+    edges: Edges = defaultdict(lambda: defaultdict(set))
+    for module, path in files.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for target in _imported(node, module, is_package, known):
+                source, dest = _unit(module), _unit(target)
+                if source != dest:
+                    edges[source][dest].add(module)
+    return edges
+
+
+def cycles(edges: Edges) -> list[list[str]]:
+    """Every strongly connected set of two or more units (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def _describe(edges: Edges, component: list[str]) -> str:
+    inside = set(component)
+    lines = [
+        f"  {a} -> {b} (in {', '.join(sorted(edges[a][b]))})"
+        for a in component
+        for b in sorted(edges.get(a, {}))
+        if b in inside
+    ]
+    return "\n".join(lines)
+
+
+def test_no_cycle_between_packages():
+    edges = import_graph()
+    found = cycles(edges)
+    report = "\n\n".join(_describe(edges, c) for c in found)
+    assert not found, f"Import cycles between packages of llm_compiler:\n{report}"
+
+
+def test_nothing_inside_imports_the_package_root():
+    edges = import_graph()
+    importers = {a: sorted(b[ROOT]) for a, b in edges.items() if ROOT in b}
+    assert not importers, f"Import the defining module, not `llm_compiler`: {importers}"
+
+
+def test_the_engine_imports_no_server_durable_engine_legacy_api_or_model():
+    edges = import_graph()
+    engine = edges[f"{ROOT}.engine"]
+    bad = {d: sorted(m) for d, m in engine.items() if d.split(".")[-1] in ENGINE_MUST_NOT_IMPORT}
+    assert not bad, f"The engine imports {bad}"
+
+
+def test_the_dialects_do_not_import_the_engine():
+    assert f"{ROOT}.engine" not in import_graph()[f"{ROOT}.dialects"]
+
+
+def test_the_engine_uses_the_dialect_protocol_and_no_dialect_but_the_default():
+    allowed = {"base", "prompting", "llmcompiler"}  # protocol, prompt records, the default
+    engine = SRC / "engine"
+    known = {_module_name(p) for p in SRC.rglob("*.py")}
+    used = {
+        target
+        for path in engine.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        for target in _imported(node, _module_name(path), path.name == "__init__.py", known)
+        if target.startswith(f"{ROOT}.dialects.")
+    }
+    assert {t.split(".")[2] for t in used} <= allowed, sorted(used)
+
+
+def test_the_checker_sees_a_cycle_and_its_modules():
+    edges: Edges = {
+        "a": {"b": {"a.x"}},
+        "b": {"c": {"b.y"}},
+        "c": {"a": {"c.z"}},
+        "d": {"a": {"d.w"}},
+    }
+    assert cycles(edges) == [["a", "b", "c"]]
+    assert "b -> c (in b.y)" in _describe(edges, ["a", "b", "c"])
+
+
+def test_the_checker_reads_submodule_and_relative_imports():
+    known = {"llm_compiler.tools", "llm_compiler.tools.render", "llm_compiler.engine"}
+    [node] = ast.parse("from llm_compiler import tools").body
+    assert _imported(node, "llm_compiler.dialects.x", False, known) == ["llm_compiler.tools"]
+    [node] = ast.parse("from ..tools import render").body
+    found = _imported(node, "llm_compiler.dialects.x", False, known)
+    assert found == ["llm_compiler.tools.render"]
+    [node] = ast.parse("from llm_compiler import CompilerConfig").body
+    assert _imported(node, "llm_compiler.x", False, known) == ["llm_compiler"]
