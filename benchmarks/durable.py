@@ -7,7 +7,7 @@ same HTTP and process costs); Postgres is a throwaway cluster on this machine, o
 ``fsync=off`` and once with ``fsync=on`` (every commit flushed, as in production).
 
 * **Cost** (served and in-process): one client runs plans of 1 and of 9 parallel instant
-  lookups, one run after another. Per store, the mean run latency L(1), L(9); per extra
+  lookups, one run after another. Per store, the median run latency L(1), L(9); per extra
   parallel task = (L(9) - L(1)) / 8; per run = L(1) - per task. The durable store's extra
   is its figure minus memory's; the 1-task ratio is L(1) / L(1) in memory.
 * **CPU per run**, per process: the server's (user + system, from /proc) and, on Postgres,
@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -139,14 +140,17 @@ async def one_run(client: httpx.AsyncClient, i: int) -> None:
 
 
 async def sequential(url: str, runs: int) -> float:
-    """Mean seconds per run, one client, after two warm-up runs."""
+    """Median seconds per run, one client, after two warm-up runs (the median: on a shared
+    machine a burst of other work lands on a few runs, not on the typical one)."""
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
         await one_run(client, -1)
         await one_run(client, -2)
-        start = time.perf_counter()
+        times = []
         for i in range(runs):
+            start = time.perf_counter()
             await one_run(client, i)
-        return (time.perf_counter() - start) / runs
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
 
 
 def served_cost(store: str, runs: int, db_pid: int | None) -> dict[str, float]:
@@ -182,10 +186,12 @@ async def in_process(store: str | None, runs: int) -> dict[str, float]:
         try:
             for i in range(2):
                 await wf.run(user_msg=f"warm {i}", run_id=f"warm-{tasks}-{i}-{time.time()}")
-            start = time.perf_counter()
+            times = []
             for i in range(runs):
+                start = time.perf_counter()
                 await wf.run(user_msg=f"q{i}", run_id=f"r-{tasks}-{i}-{time.time()}")
-            out[f"L{tasks}_ms"] = (time.perf_counter() - start) / runs * 1000
+                times.append(time.perf_counter() - start)
+            out[f"L{tasks}_ms"] = statistics.median(times) * 1000
         finally:
             if store:
                 await runtime.destroy()
@@ -266,7 +272,7 @@ def table(rows: dict[str, dict[str, float]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.durable", description=__doc__)
-    parser.add_argument("--runs", type=int, default=15, help="runs per latency point")
+    parser.add_argument("--runs", type=int, default=25, help="runs per latency point")
     parser.add_argument("--scale-total", type=int, default=48, help="runs per scale-out point")
     parser.add_argument("--scale-sleep", type=float, default=2.0, help="tool seconds")
     parser.add_argument("--scale-cap", type=int, default=4, help="--max-runs per worker")

@@ -64,9 +64,14 @@ def test_served_and_in_process_runs_share_one_configuration(tmp_path):
     assert (local.durable.config.worker, served.config.worker) == ("local", "local")
     assert served.config.idle_release == 5
     assert local.durable.config.outage_limit == served.config.outage_limit
+    asyncio.run(local.durable.liveness.stop())  # the SQLite file locks
+    asyncio.run(served.liveness.stop())
 
 
 def test_the_old_name_still_works_and_says_it_is_deprecated(tmp_path):
     with pytest.warns(DeprecationWarning, match="durable_runtime"):
         runtime = dbos_runtime(f"sqlite:///{tmp_path / 'x.db'}", app_name="anything")
     assert runtime.durable is not None
+    import asyncio
+
+    asyncio.run(runtime.durable.liveness.stop())

@@ -12,9 +12,10 @@ Writes are queued (:meth:`Journal.put`, never awaited on the spot) and committed
 task, all that queued up in one transaction (group commit: however many runs and events
 wrote since the last commit, one commit). :meth:`Journal.barrier` waits until what a run
 queued so far is committed: the runtime calls it before a step acts on the facts (a tool
-or model call, an answer), so nothing runs on a fact that could still be lost. A commit
-happens when someone waits for one, or :data:`LAZY_COMMIT` seconds after a write nobody
-waits for (an event of a stream): rows are committed in the order they were queued.
+or model call, an answer), so nothing runs on a fact that could still be lost. Facts are
+committed as soon as the committing task is free (whatever queued meanwhile joins them);
+events of a stream, which nobody waits for, ride along or are committed within
+:data:`LAZY_COMMIT` seconds. Rows are committed in the order they were queued.
 
 A lost connection is retried with backoff (the journal reports itself ``degraded``
 meanwhile) until :attr:`~llm_compiler.durable.config.DurableConfig.outage_limit`; then
@@ -205,28 +206,32 @@ class Journal:
             )
 
     def put_event(self, run_id: str, seq: int, at: float, body: str) -> None:
-        """Queue one event of the run's stream."""
-        self._queue(run_id, _EVENT, (run_id, seq, at, body))
+        """Queue one event of the run's stream (committed with the next facts, or within
+        :data:`LAZY_COMMIT` seconds)."""
+        self._queue(run_id, _EVENT, (run_id, seq, at, body), lazy=True)
         self._runs.add(run_id)
 
     def put_run(self, record: RunRecord) -> None:
         """Queue the run's row (inserted, or its status, result and times replaced)."""
         self._replace(record.run_id, ("run",), _RUN, record.values())
 
-    def _queue(self, run_id: str, sql: str, args: tuple[Any, ...]) -> None:
+    def _queue(self, run_id: str, sql: str, args: tuple[Any, ...], lazy: bool = False) -> None:
         self._facts.append((sql, args))
-        self._mark(run_id)
+        self._mark(run_id, lazy)
 
     def _replace(self, run_id: str, key: tuple[str, ...], sql: str, args: tuple[Any, ...]) -> None:
         self._records[(run_id, *key)] = (sql, args)
         self._mark(run_id)
 
-    def _mark(self, run_id: str) -> None:
+    def _mark(self, run_id: str, lazy: bool = False) -> None:
+        """Note the run's pending row; commit soon (facts) or within ``LAZY_COMMIT`` (events)."""
         if self._open is None:
             loop = asyncio.get_running_loop()
             self._open = loop.create_future()
             self._timer = loop.call_later(LAZY_COMMIT, self._wake.set)
         self._last[run_id] = self._open
+        if not lazy:
+            self._wake.set()
 
     async def barrier(self, run_id: str) -> None:
         """Wait until everything `run_id` queued so far is committed."""
@@ -441,7 +446,8 @@ def one_statement(
     """A batch as one statement (one round trip, one implicit transaction): an ``INSERT ...
     SELECT FROM unnest(<column arrays>)`` per kind of row, as data-modifying CTEs, and the
     NOTIFY of the runs whose events it holds."""
-    parts, args = [], []
+    parts: list[str] = []
+    args: list[Any] = []
     for i, (sql, rows) in enumerate(batch):
         target, types = _TYPES[sql]
         arrays = []

@@ -5,11 +5,12 @@ seams, none of them inside the engine:
 
 - **State.** Each run's state store is an in-memory one whose writes queue the rows of
   what they add (:mod:`.facts`) to the :class:`~.journal.Journal`.
-- **Steps.** Before a step that acts on the facts starts (a planner, tool or joiner call,
-  a verdict; every step but the scheduler), the run's queued rows are committed
-  (:meth:`~.journal.Journal.barrier`). The scheduler's own writes are not waited for:
-  results of parallel tasks settle one after another without a round trip each, and
-  whatever depends on them waits for one group commit.
+- **Steps.** Before a step that acts on the facts starts (a tool call, the joiner, a
+  verdict), the run's queued rows are committed (:meth:`~.journal.Journal.barrier`): a
+  task runs only once its plan line and its inputs are committed, so a call run again
+  after a crash has the same arguments and idempotency key. The scheduler's own writes
+  are not waited for: results of parallel tasks settle one after another without a
+  round trip each, and whatever depends on them waits for one group commit.
 - **Answers.** The run's ``StopEvent`` is published only once its answer is committed.
 
 A run is resumed by folding its rows into its state and sending the steps the events
@@ -58,8 +59,10 @@ logger = logging.getLogger(__name__)
 
 #: Finished runs whose state stays in memory (older ones are folded from the journal).
 STATES_KEPT = 256
-#: The steps that only record facts: they start without waiting for a commit.
-UNGATED_STEPS = frozenset({"schedule"})
+#: Steps that start without waiting for a commit: the scheduler only records facts; the
+#: planner acts on the question (committed before a served start is answered) or on a
+#: replan verdict (cut before its commit, the joiner is asked again).
+UNGATED_STEPS = frozenset({"schedule", "plan"})
 _JOURNAL: ContextVar[Journal | None] = ContextVar("llmc_journal", default=None)
 
 
@@ -179,8 +182,9 @@ class JournalRuntime(BaseRuntimeDecorator):
         self.journal = journal
         self.states: OrderedDict[str, JournaledStateStore] = OrderedDict()
         self.workflows: dict[str, Workflow] = {}
-        self.on_resume: Callable[[str], Coroutine[Any, Any, None]] | None = None
-        """Called before a run is resumed (the server marks its stream)."""
+        self.on_resume: Callable[[str, bool], Coroutine[Any, Any, None]] | None = None
+        """Called before a run is resumed, with whether it ran before (the server marks its
+        stream)."""
         self._live: set[asyncio.Future[Any]] = set()
 
     # ------------------------------------------------------------------ wiring
@@ -265,7 +269,7 @@ class JournalRuntime(BaseRuntimeDecorator):
         rows = await self.journal.rows(run_id)
         serializer = workflow.runtime.get_serializer(workflow)
         if self.on_resume is not None:
-            await self.on_resume(run_id)
+            await self.on_resume(run_id, any(kind != "start" for kind, _, _ in rows))
         state = fold(rows)
         if state is None:
             start = next((body for kind, _, body in rows if kind == "start"), None)

@@ -60,7 +60,11 @@ _INBOX_DDL = (
 
 
 def _stamp(seconds: float | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+    return None if seconds is None else _at(seconds)
+
+
+def _at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def _seconds(at: datetime | None) -> float | None:
@@ -287,7 +291,7 @@ class JournalStore(AbstractWorkflowStore):
         seq = self._next.get(run_id, 0)
         self._next[run_id] = seq + 1
         at = time.time()
-        stored = StoredEvent(run_id=run_id, sequence=seq, timestamp=_stamp(at), event=event)
+        stored = StoredEvent(run_id=run_id, sequence=seq, timestamp=_at(at), event=event)
         self._events.setdefault(run_id, []).append(stored)
         self.journal.put_event(run_id, seq, at, event.model_dump_json())
         self.changed(run_id)
@@ -320,7 +324,7 @@ class JournalStore(AbstractWorkflowStore):
             StoredEvent(
                 run_id=run_id,
                 sequence=seq,
-                timestamp=_stamp(at),
+                timestamp=_at(at),
                 event=EventEnvelopeWithMetadata.model_validate_json(body),
             )
             for seq, at, body in rows
@@ -353,11 +357,12 @@ class JournalStore(AbstractWorkflowStore):
     async def get_ticks(self, run_id: str) -> list[StoredTick]:
         return []
 
-    async def mark_resumed(self, run_id: str) -> None:
-        """Number the run's stream on, and mark it with :class:`RunResumed`."""
+    async def mark_resumed(self, run_id: str, ran: bool) -> None:
+        """Number the run's stream on, and mark it with :class:`RunResumed` if it `ran`
+        before (a run that waited in the queue starts, it does not resume)."""
         await self.open_stream(run_id)
         after = self._next.get(run_id, 0) - 1
-        if after < 0:  # a run that waited in the queue: nothing to resume
+        if not ran and after < 0:
             return
         mark = RunResumed(worker=self.durable.worker, after_sequence=after)
         await self.append_event(run_id, EventEnvelopeWithMetadata.from_event(mark))
