@@ -11,7 +11,7 @@ LOCAL_STAMP := $(VENV)/.stamp-local
 # it and each ' becomes '\'' (so `make demo Q="What's 2 + 2?"` reaches the demo intact).
 sh_quote = $(subst ','\'',$(value $(1)))
 
-.PHONY: install install-local install-browser install-postgres test test-fast fuzz demo demo-mcp eval bench serve-llm serve lint format clean
+.PHONY: bench-model install install-local install-browser install-postgres test test-fast fuzz demo demo-mcp eval bench serve-llm serve lint format clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -85,6 +85,7 @@ bench: install
 	$(BIN)/python -m benchmarks.serving
 	$(BIN)/python -m benchmarks.tracing
 	$(BIN)/python -m benchmarks.durable
+	$(BIN)/python -m benchmarks.policies
 
 ## Headless Chromium for the live page's browser test (Debian's package; CI runs as root).
 ## Never fatal: without it the browser test is skipped with the reason.
@@ -101,6 +102,11 @@ install-postgres:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			--no-install-recommends postgresql) || \
 		echo "WARNING: postgresql could not be installed; the durable-run tests will be skipped."
+
+## The embedded model server's own speed (prompt and generation tokens/s, first task,
+## answer) on the installed llama.cpp build: benchmarks/results/model_speed.json.
+bench-model: install install-local
+	$(BIN)/python -m benchmarks.model_speed
 
 ## The live plan page and HTTP API on http://127.0.0.1:8000 (ARGS="--port 9000 --store sqlite:///runs.db").
 serve: install

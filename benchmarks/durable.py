@@ -1,26 +1,31 @@
-"""Durable serving: the cost of checkpointing, and runs/s with SQLite and Postgres workers.
+"""Durable runs: what the journal costs per run and per parallel task, and scale-out.
 
-``python -m benchmarks.durable [--total N] [--concurrency C ...]``
+``python -m benchmarks.durable [--runs N] [--scale-total N]``
 
 Every server is a real ``llm-compiler serve`` process (the memory store too, so all pay the
-same HTTP and process costs); Postgres is a throwaway cluster on this machine.
+same HTTP and process costs); Postgres is a throwaway cluster on this machine, once with
+``fsync=off`` and once with ``fsync=on`` (every commit flushed, as in production).
 
-* **Overhead**: one client runs plans of 1 and of 9 parallel short tasks (20 ms I/O each)
-  one after another. Per store, the mean run latency L(1), L(9); per task = (L(9) - L(1)) / 8
-  (what each extra parallel task adds to a run: ~0 in memory, where they overlap); per
-  run = L(1) - per task. Durable overhead = the durable store's figure minus memory's, and
-  the ratio of their 1-task run latencies.
-* **Throughput**: C clients each start runs (``run-nowait``) and read their SSE streams to
-  the end; completed runs per second. With two workers the clients alternate between them.
+* **Cost** (served and in-process): one client runs plans of 1 and of 9 parallel instant
+  lookups, one run after another. Per store, the mean run latency L(1), L(9); per extra
+  parallel task = (L(9) - L(1)) / 8; per run = L(1) - per task. The durable store's extra
+  is its figure minus memory's; the 1-task ratio is L(1) / L(1) in memory.
+* **CPU per run**, per process: the server's (user + system, from /proc) and, on Postgres,
+  the database's (the postmaster and its backends), over the 9-task runs; runs/s per
+  core = 1 / (the sum).
+* **Scale-out**: tools that sleep (I/O-bound), ``--max-runs`` per worker, many clients:
+  runs/s of one worker and of two sharing one Postgres.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import itertools
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -29,6 +34,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -37,17 +43,18 @@ from llm_compiler.testing import LLMCall, ScriptedLLM
 
 ROOT = Path(__file__).resolve().parents[1]
 FINISH = "Thought: done.\nAction: Finish(all values)"
+TICK = os.sysconf("SC_CLK_TCK")
 
 
 async def fetch(name: str) -> str:
-    """A short I/O-bound tool."""
-    await asyncio.sleep(0.02)
+    """A lookup taking ``BENCH_SLEEP`` seconds (0: instant)."""
+    await asyncio.sleep(float(os.environ.get("BENCH_SLEEP", "0")))
     return f"value of {name}"
 
 
-def make() -> LLMCompilerWorkflow:
+def make(tasks: int | None = None, **options: Any) -> LLMCompilerWorkflow:
     """The served workflow: a plan of ``BENCH_TASKS`` parallel fetches (default 3)."""
-    n = int(os.environ.get("BENCH_TASKS", "3"))
+    n = tasks if tasks is not None else int(os.environ.get("BENCH_TASKS", "3"))
     lines = [f'{i}. fetch("v{i}")' for i in range(1, n + 1)]
     plan = "\n".join([*lines, f"{n + 1}. join()<END_OF_PLAN>"])
 
@@ -55,24 +62,54 @@ def make() -> LLMCompilerWorkflow:
         return FINISH if "Answer a question from the results" in call.prompt else plan
 
     llm = ScriptedLLM(reply, tokens_per_chunk=4)
-    return LLMCompilerWorkflow(tools=[fetch], llm=llm, max_replans=0, timeout=120)
+    return LLMCompilerWorkflow(tools=[fetch], llm=llm, max_replans=0, timeout=120, **options)
+
+
+# ----------------------------------------------------------------------------- CPU
+
+
+def cpu(pid: int, children: bool = False) -> float:
+    """CPU seconds of `pid` (user + system; with reaped children's if `children`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    used = int(fields[11]) + int(fields[12])
+    if children:
+        used += int(fields[13]) + int(fields[14])
+    return used / TICK
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a postmaster, its live backends and those it reaped."""
+    total = cpu(pid, children=True)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid:
+                total += (int(stat[11]) + int(stat[12])) / TICK
+    return total
+
+
+# ----------------------------------------------------------------------------- servers
 
 
 @contextmanager
-def server(store: str, tasks: int = 3) -> Iterator[str]:
-    """An ``llm-compiler serve`` process of :func:`make`; yields its URL."""
+def server(store: str, tasks: int = 3, *extra: str, sleep: float = 0) -> Iterator[tuple[str, int]]:
+    """An ``llm-compiler serve`` process of :func:`make`; yields its URL and pid."""
     env = {
         **os.environ,
         "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
         "BENCH_TASKS": str(tasks),
+        "BENCH_SLEEP": str(sleep),
     }
     cmd = [sys.executable, "-m", "llm_compiler.cli", "serve", "--port", "0", "--store", store]
-    cmd += ["--workflow", "benchmarks.durable:make"]
+    cmd += ["--workflow", "benchmarks.durable:make", *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     try:
         for line in proc.stdout:  # type: ignore[union-attr]
             if "Serving the live plan page at " in line:
-                yield line.split(" at ")[1].split()[0].rstrip("/")
+                yield line.split(" at ")[1].split()[0].rstrip("/"), proc.pid
                 break
         else:
             raise RuntimeError(f"the server for {store} did not start")
@@ -92,102 +129,203 @@ async def one_run(client: httpx.AsyncClient, i: int) -> None:
     r.raise_for_status()
     handler_id = r.json()["handler_id"]
     last = ""
-    params = {"after_sequence": -1}
+    params = {"after_sequence": -1, "sse": "false"}
     async with client.stream("GET", f"/events/{handler_id}", params=params) as stream:
         async for line in stream.aiter_lines():
-            if line.startswith("data: "):
+            if line.strip():
                 last = line
-    if '"type":"StopEvent"' not in last:
+    if '"type":"StopEvent"' not in last.replace(" ", ""):
         raise RuntimeError(f"run {handler_id} did not finish: {last[:200]}")
 
 
-async def throughput(urls: list[str], concurrency: int, total: int) -> float:
-    """Completed runs per second with `concurrency` clients spread over `urls`."""
-    queue = iter(range(total))
-    clients = [httpx.AsyncClient(base_url=u, timeout=120) for u in urls]
-    try:
-        await one_run(clients[0], -1)  # warm up (first-run imports and connections)
-
-        async def worker(client: httpx.AsyncClient) -> None:
-            for i in queue:
-                await one_run(client, i)
-
-        start = time.perf_counter()
-        spread = itertools.islice(itertools.cycle(clients), concurrency)
-        await asyncio.gather(*(worker(c) for c in spread))
-        return total / (time.perf_counter() - start)
-    finally:
-        for c in clients:
-            await c.aclose()
-
-
-async def latency(url: str, runs: int) -> float:
-    """Mean seconds per run, one client, after a warm-up run."""
+async def sequential(url: str, runs: int) -> float:
+    """Mean seconds per run, one client, after two warm-up runs."""
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
         await one_run(client, -1)
+        await one_run(client, -2)
         start = time.perf_counter()
         for i in range(runs):
             await one_run(client, i)
         return (time.perf_counter() - start) / runs
 
 
-def overhead(stores: dict[str, str], runs: int) -> dict[str, float]:
-    """Per-run and per-task latency per store (ms), and durable minus memory."""
+def served_cost(store: str, runs: int, db_pid: int | None) -> dict[str, float]:
+    """L(1), L(9) (ms) and the 9-task runs' CPU per run (ms) of the server and database."""
     out: dict[str, float] = {}
-    for name, store in stores.items():
-        means = {}
-        for tasks in (1, 9):
-            with server(store, tasks) as url:
-                means[tasks] = asyncio.run(latency(url, runs))
-        per_task = (means[9] - means[1]) / 8
-        out[f"{name}_per_task_ms"] = per_task * 1000
-        out[f"{name}_per_run_ms"] = (means[1] - per_task) * 1000
-        out[f"{name}_run_latency_ms"] = means[1] * 1000
-    for name in stores:
-        if name != "memory":
-            for what in ("per_task", "per_run"):
-                out[f"{name}_{what}_overhead_ms"] = (
-                    out[f"{name}_{what}_ms"] - out[f"memory_{what}_ms"]
-                )
-            out[f"{name}_latency_ratio"] = (
-                out[f"{name}_run_latency_ms"] / out["memory_run_latency_ms"]
-            )
+    for tasks in (1, 9):
+        with server(store, tasks) as (url, pid):
+            before = (cpu(pid), tree_cpu(db_pid) if db_pid else 0.0)
+            out[f"L{tasks}_ms"] = asyncio.run(sequential(url, runs)) * 1000
+            if tasks == 9:
+                warm = 2  # the warm-up runs are counted in the CPU, so count them in
+                out["worker_cpu_ms"] = (cpu(pid) - before[0]) * 1000 / (runs + warm)
+                db = (tree_cpu(db_pid) - before[1]) if db_pid else 0.0
+                out["db_cpu_ms"] = db * 1000 / (runs + warm)
     return out
+
+
+# ----------------------------------------------------------------------------- in process
+
+
+async def in_process(store: str | None, runs: int) -> dict[str, float]:
+    """L(1), L(9) (ms) of runs in this process, on the memory runtime or a journal."""
+    from workflows.plugins.basic import BasicRuntime
+
+    from llm_compiler.durable import durable_runtime
+
+    out: dict[str, float] = {}
+    for tasks in (1, 9):
+        runtime: Any = durable_runtime(store) if store else BasicRuntime()
+        wf = make(tasks, runtime=runtime, workflow_name=f"bench{tasks}")
+        if store:
+            await runtime.launch()
+        try:
+            for i in range(2):
+                await wf.run(user_msg=f"warm {i}", run_id=f"warm-{tasks}-{i}-{time.time()}")
+            start = time.perf_counter()
+            for i in range(runs):
+                await wf.run(user_msg=f"q{i}", run_id=f"r-{tasks}-{i}-{time.time()}")
+            out[f"L{tasks}_ms"] = (time.perf_counter() - start) / runs * 1000
+        finally:
+            if store:
+                await runtime.destroy()
+    return out
+
+
+# ----------------------------------------------------------------------------- scale-out
+
+
+async def throughput(urls: list[str], concurrency: int, total: int) -> float:
+    """Completed runs per second with `concurrency` clients spread over `urls`."""
+    queue = iter(range(total))
+    clients = [httpx.AsyncClient(base_url=u, timeout=300) for u in urls]
+    try:
+
+        async def client_loop(client: httpx.AsyncClient) -> None:
+            for i in queue:
+                await one_run(client, i)
+
+        start = time.perf_counter()
+        spread = itertools.islice(itertools.cycle(clients), concurrency)
+        await asyncio.gather(*(client_loop(c) for c in spread))
+        return total / (time.perf_counter() - start)
+    finally:
+        for c in clients:
+            await c.aclose()
+
+
+def scale_out(pg: Any, total: int, sleep: float, cap: int, clients: int) -> dict[str, float]:
+    """Runs/s of one worker and of two on one Postgres, with tools that sleep."""
+    out: dict[str, float] = {}
+    for workers in (1, 2):
+        db = pg.new_database()
+        with ExitStack() as stack:
+            urls = [
+                stack.enter_context(server(db, 3, "--max-runs", str(cap), sleep=sleep))[0]
+                for _ in range(workers)
+            ]
+            out[f"runs_per_s_{workers}w"] = asyncio.run(throughput(urls, clients, total))
+    out["scale_out"] = out["runs_per_s_2w"] / out["runs_per_s_1w"]
+    return out
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def derive(rows: dict[str, dict[str, float]], base: str = "memory") -> None:
+    """Per task, per run, extras over memory, ratio and runs/s per core, in place."""
+    for row in rows.values():
+        row["per_task_ms"] = (row["L9_ms"] - row["L1_ms"]) / 8
+        row["per_run_ms"] = row["L1_ms"] - row["per_task_ms"]
+    for row in rows.values():
+        row["extra_per_task_ms"] = row["per_task_ms"] - rows[base]["per_task_ms"]
+        row["extra_per_run_ms"] = row["per_run_ms"] - rows[base]["per_run_ms"]
+        row["ratio_1_task"] = row["L1_ms"] / rows[base]["L1_ms"]
+        if "worker_cpu_ms" in row:
+            row["runs_per_s_per_core"] = 1000 / (row["worker_cpu_ms"] + row["db_cpu_ms"])
+
+
+def table(rows: dict[str, dict[str, float]]) -> str:
+    lines = [
+        "| store | 1-task run | 9-task run | extra per parallel task | extra per run | 1-task vs "
+        "memory | server CPU/run | database CPU/run | runs/s per core |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in rows.items():
+        cpu_cols = "| |"
+        if "worker_cpu_ms" in r:
+            cpu_cols = f"{r['worker_cpu_ms']:.1f} ms | {r['db_cpu_ms']:.1f} ms | "
+            cpu_cols += f"{r['runs_per_s_per_core']:.0f}"
+        lines.append(
+            f"| {name} | {r['L1_ms']:.1f} ms | {r['L9_ms']:.1f} ms | "
+            f"{r['extra_per_task_ms']:+.2f} ms | {r['extra_per_run_ms']:+.1f} ms | "
+            f"{r['ratio_1_task']:.2f}x | {cpu_cols} |"
+        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.durable", description=__doc__)
-    parser.add_argument("--total", type=int, default=60, help="runs per throughput point")
-    parser.add_argument("--runs", type=int, default=20, help="runs per latency point")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 10, 30])
+    parser.add_argument("--runs", type=int, default=15, help="runs per latency point")
+    parser.add_argument("--scale-total", type=int, default=48, help="runs per scale-out point")
+    parser.add_argument("--scale-sleep", type=float, default=2.0, help="tool seconds")
+    parser.add_argument("--scale-cap", type=int, default=4, help="--max-runs per worker")
+    parser.add_argument("--scale-clients", type=int, default=16)
+    parser.add_argument("--only-scale-out", action="store_true", help="skip the cost tables")
     args = parser.parse_args(argv)
+    if args.only_scale_out:
+        from llm_compiler.durable.cluster import throwaway_postgres
+
+        with throwaway_postgres() as pg:
+            scale = scale_out(
+                pg, args.scale_total, args.scale_sleep, args.scale_cap, args.scale_clients
+            )
+        print(json.dumps(scale, indent=2))
+        return 0
     from llm_compiler.durable.cluster import throwaway_postgres
 
-    results: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as tmp, throwaway_postgres() as pg:
-        sqlite = f"sqlite:///{Path(tmp) / 'runs.db'}"
-        stores = {"memory": "memory", "sqlite": sqlite, "postgres": pg.new_database()}
-        results.update(overhead(stores, args.runs))
-        for name in ("sqlite", "postgres"):
-            print(
-                f"durability ({name}): each extra parallel task adds "
-                f"{results[f'{name}_per_task_overhead_ms']:+.1f} ms more than in memory; a "
-                f"1-task run takes {results[f'{name}_latency_ratio']:.2f}x the memory store's time"
-            )
-        setups = {
-            "memory": ["memory"],
-            "sqlite": [f"sqlite:///{Path(tmp) / 'tp.db'}"],
-            "postgres_1w": [pg.new_database()],
-        }
-        shared = pg.new_database()
-        setups["postgres_2w"] = [shared, shared]
-        for name, stores_of_workers in setups.items():
-            with ExitStack() as stack:
-                urls = [stack.enter_context(server(s)) for s in stores_of_workers]
-                for c in args.concurrency:
-                    rate = asyncio.run(throughput(urls, c, args.total))
-                    results[f"throughput_{name}_c{c}"] = rate
-                    print(f"server ({name}): {c:>3} concurrent clients -> {rate:.1f} runs/s")
+    load = os.getloadavg()
+    started = datetime.datetime.now(datetime.UTC)
+    served: dict[str, dict[str, float]] = {}
+    local: dict[str, dict[str, float]] = {}
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        throwaway_postgres() as pg,
+        throwaway_postgres(fsync=True) as pg_sync,
+    ):
+        served["memory"] = served_cost("memory", args.runs, None)
+        served["SQLite"] = served_cost(f"sqlite:///{Path(tmp) / 's.db'}", args.runs, None)
+        served["Postgres, fsync off"] = served_cost(pg.new_database(), args.runs, pg.pid)
+        served["Postgres, fsync on"] = served_cost(pg_sync.new_database(), args.runs, pg_sync.pid)
+        local["memory"] = asyncio.run(in_process(None, args.runs))
+        local["SQLite"] = asyncio.run(in_process(f"sqlite:///{Path(tmp) / 'l.db'}", args.runs))
+        local["Postgres, fsync off"] = asyncio.run(in_process(pg.new_database(), args.runs))
+        local["Postgres, fsync on"] = asyncio.run(in_process(pg_sync.new_database(), args.runs))
+        scale = scale_out(
+            pg, args.scale_total, args.scale_sleep, args.scale_cap, args.scale_clients
+        )
+    derive(served)
+    derive(local)
+    print(
+        f"Served ({started:%Y-%m-%d %H:%M} UTC, {platform.node()}, {os.cpu_count()} cores, "
+        f"load {load[0]:.1f}):"
+    )
+    print(table(served))
+    print("\nIn process:")
+    print(table(local))
+    print(
+        f"\nScale-out ({args.scale_sleep:g} s tools, --max-runs {args.scale_cap}, "
+        f"{args.scale_clients} clients): 1 worker {scale['runs_per_s_1w']:.2f} runs/s, "
+        f"2 workers {scale['runs_per_s_2w']:.2f} runs/s ({scale['scale_out']:.2f}x)"
+    )
+    results = {
+        "date": started.isoformat(timespec="minutes"),
+        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores",
+        "load_1min_at_start": load[0],
+        "served": served,
+        "in_process": local,
+        "scale_out": scale,
+    }
     out = Path(__file__).parent / "results" / "durable.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -53,13 +53,17 @@ def _complete(server: LocalLLMServer, prompt: str, max_tokens: int) -> tuple[flo
 
 def token_speeds(server: LocalLLMServer, nonce: int) -> dict[str, float]:
     """Prompt and generation tokens per second on a started server."""
-    seconds, usage = _complete(server, f"Plan {nonce}.\n{PROMPT}", 1)
-    prompt_tps = usage["prompt_tokens"] / seconds
+    seconds, prompt = _complete(server, f"Plan {nonce}.\n{PROMPT}", 1)
+    prompt_tps = prompt["prompt_tokens"] / seconds
     short, _ = _complete(server, f"Note {nonce}.", 1)
-    seconds, usage = _complete(server, f"Note {nonce}. Count to one hundred: 1, 2, 3,", 96)
-    generation_tps = max(usage["completion_tokens"] - 1, 1) / max(seconds - short, 1e-6)
-    return {"prompt_tokens": usage["prompt_tokens"], "prompt_tps": prompt_tps,
-            "generation_tps": generation_tps}  # fmt: skip
+    seconds, gen = _complete(server, f"Note {nonce}. Count to one hundred: 1, 2, 3,", 96)
+    generation_tps = max(gen["completion_tokens"] - 1, 1) / max(seconds - short, 1e-6)
+    return {
+        "prompt_tokens": prompt["prompt_tokens"],
+        "prompt_tps": prompt_tps,
+        "generated_tokens": gen["completion_tokens"],
+        "generation_tps": generation_tps,
+    }
 
 
 async def demo_times(llm: Any) -> dict[str, float]:

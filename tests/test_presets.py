@@ -46,7 +46,7 @@ async def test_independent_calls_run_in_parallel():
     results = events_of(events, TaskResult)
     assert sorted(r.output for r in results) == [1, 2, 3, 4, 5]
     span = max(r.finished_at for r in results) - min(r.started_at for r in results)
-    assert span < 0.6  # five 0.2 s calls overlap (one after another: 1.0 s)
+    assert span < 0.9  # five 0.2 s calls overlap (one after another: at least 1.0 s)
     assert str(out) == "They are 1 to 5."
     assert "[FUNC slow(3) = 3]" in llm.calls[1].prompt
 

@@ -82,33 +82,18 @@ def test_the_stores_private_modules():
     assert "event" in stored.model_fields and "sequence" in stored.model_fields
 
 
-def test_the_dbos_store_and_runtime_internals():
-    pytest.importorskip("llama_agents.dbos", reason="the durable extra is not installed")
-    from llama_agents.dbos import DBOSRuntime
-    from llama_agents.dbos.runtime import DBOSWorkflowStore
-    from llama_agents.server import MemoryWorkflowStore
+def test_the_store_types_the_durable_store_builds_on():
+    import inspect as _inspect
 
-    inner = MemoryWorkflowStore()
-    proxy = DBOSWorkflowStore(lambda: inner)
-    assert hasattr(proxy, "_factory"), moved(
-        "DBOSWorkflowStore._factory", "llama-agents-dbos", "store_factory"
-    )
-    assert _upstream.store_factory(proxy)() is inner
-    runtime = DBOSRuntime()
-    assert hasattr(runtime, "_workflow_store"), moved(
-        "DBOSRuntime._workflow_store", "llama-agents-dbos", "set_workflow_store"
-    )
-    _upstream.set_workflow_store(runtime, inner)
-    assert runtime.create_workflow_store() is inner  # the runtime serves the one set
-
-
-def test_dbos_recovers_another_executors_workflows():
-    dbos = pytest.importorskip("dbos", reason="the durable extra is not installed")
-    recover = getattr(dbos.DBOS, "_recover_pending_workflows", None)
-    assert callable(recover), moved(
-        "DBOS._recover_pending_workflows", "dbos", "recover_pending_workflows"
-    )
-    assert list(inspect.signature(recover).parameters)[:1] == ["executor_ids"]
+    for name in sorted(_upstream._STORE_NAMES):
+        try:
+            value = getattr(_upstream, name)
+        except (ImportError, AttributeError) as e:
+            pytest.fail(f"{moved(name, 'llama-agents-server', name)} ({e})")
+        assert value is not None
+    assert "sequence" in _upstream.StoredEvent.model_fields
+    assert {"run_id", "tick_data"} <= set(_upstream.StoredTick.model_fields)
+    assert len(_inspect.signature(_upstream.decode_persistent_handler).parameters) >= 1
 
 
 def test_the_mcp_http_client_factory():
@@ -121,8 +106,8 @@ def test_the_mcp_http_client_factory():
 
 
 #: Files still reaching an upstream private name directly; each moves to ``_upstream``
-#: with the rewrite of its package (durable/ is being restructured).
-PENDING = {"durable/runtime.py", "durable/workers.py"}
+#: with the rewrite of its package (durable/ and tools/mcp are being restructured).
+PENDING: set[str] = set()
 PRIVATE = re.compile(
     r"[.'\"]_(?:result_task|num_concurrent_runs|service|factory|workflow_store"
     r"|recover_pending_workflows)\b"

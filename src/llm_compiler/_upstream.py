@@ -10,10 +10,8 @@ first use (most are optional extras).
 ``Workflow._num_concurrent_runs``          workflows: the run cap, read at registration
 ``WorkflowServer._service``                llama-agents-server: starts and cancels runs
 ``..._store.postgres_workflow_store``      llama-agents-server: ``PostgresWorkflowStore``
-``..._store.abstract_workflow_store``      llama-agents-server: ``StoredEvent``
-``DBOSWorkflowStore._factory``             llama-agents-dbos: the store's factory
-``DBOSRuntime._workflow_store``            llama-agents-dbos: the runtime's cached store
-``DBOS._recover_pending_workflows``        dbos: re-enqueue another executor's runs
+``..._store.abstract_workflow_store``      llama-agents-server: ``StoredEvent``,
+                                           ``StoredTick``, ``decode_persistent_handler``
 ``mcp.shared._httpx_utils``                mcp: the SDK's own HTTP client settings
 =========================================  =============================================
 """
@@ -29,19 +27,34 @@ if TYPE_CHECKING:
     from llama_agents.server import AbstractWorkflowStore, WorkflowServer
     from llama_agents.server._service import _WorkflowService
     from llama_agents.server._store.abstract_workflow_store import StoredEvent as StoredEvent
+    from llama_agents.server._store.abstract_workflow_store import StoredTick as StoredTick
+    from llama_agents.server._store.abstract_workflow_store import (
+        decode_persistent_handler as decode_persistent_handler,
+    )
     from workflows import Workflow
 
 __all__ = [
+    "StoredEvent",
+    "StoredTick",
+    "decode_persistent_handler",
     "mcp_http_client",
     "postgres_store",
-    "recover_pending_workflows",
     "result_task",
     "set_concurrent_runs",
-    "set_workflow_store",
-    "store_factory",
     "stored_event_class",
     "workflow_service",
 ]
+#: Names of llama-agents-server's private store module, imported on first use.
+_STORE_NAMES = frozenset({"StoredEvent", "StoredTick", "decode_persistent_handler"})
+
+
+def __getattr__(name: str) -> Any:
+    """``StoredEvent``, ``StoredTick``, ``decode_persistent_handler``, loaded on first use."""
+    if name in _STORE_NAMES:
+        from llama_agents.server._store import abstract_workflow_store
+
+        return getattr(abstract_workflow_store, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def result_task(handler: Any) -> asyncio.Future[Any] | None:
@@ -72,24 +85,6 @@ def stored_event_class() -> type[StoredEvent]:
     from llama_agents.server._store.abstract_workflow_store import StoredEvent
 
     return StoredEvent
-
-
-def store_factory(store: Any) -> Any:
-    """The factory a ``DBOSWorkflowStore`` proxy builds its store with."""
-    return store._factory
-
-
-def set_workflow_store(runtime: Any, store: AbstractWorkflowStore) -> None:
-    """Replace the workflow store a ``DBOSRuntime`` caches."""
-    runtime._workflow_store = store
-
-
-def recover_pending_workflows(executor_ids: list[str]) -> list[Any]:
-    """DBOS's recovery of the executors' PENDING workflows (blocking: run it in a thread)."""
-    from dbos import DBOS
-
-    handles: list[Any] = DBOS._recover_pending_workflows(executor_ids)
-    return handles
 
 
 def mcp_http_client() -> Callable[..., Any]:

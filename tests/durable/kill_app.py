@@ -1,8 +1,9 @@
 """A durable run on SQLite, for tests that kill it with SIGKILL and run it again.
 
 Usage: ``python kill_app.py DIR CRASH [BACKEND]``. BACKEND is ``journal`` (default:
-:func:`llm_compiler.durable.durable_runtime`, the fact journal) or ``server`` (llama-agents-server's SQLite workflow store, which
-resumes runs from its tick journal and state row when it starts). CRASH is one of
+:func:`llm_compiler.durable.durable_runtime`, the fact journal) or ``server``
+(llama-agents-server's SQLite workflow store, which resumes runs from its tick journal and
+state row when it starts). CRASH is one of
 ``none``, ``tool`` (the slow
 tool signals, writing DIR/ready, then blocks until the test kills the process),
 ``plan`` (killed while the plan streams, after tasks 1 and 2 finished), ``schedule``
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_compiler import LLMCompilerWorkflow
-from llm_compiler.durable import durable_runtime
+from llm_compiler.durable import at_most_once, durable_runtime
 from llm_compiler.engine.scheduler import Decision
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.engine.summary import CompilerOutput
@@ -64,8 +65,10 @@ async def lookup(x: str) -> str:
 
 async def slow(x: str) -> str:
     """Combine x, slowly."""
+    if CRASH == "once" or CRASH == "none-once":
+        await at_most_once()  # committed before the call's effect
     log(f"start slow {x}")
-    if CRASH == "tool":
+    if CRASH in ("tool", "once"):
         (DIR / "ready").write_text("started")
         await asyncio.Event().wait()  # until the test kills this process
     log(f"done slow {x}")

@@ -128,3 +128,39 @@ def test_a_run_killed_with_a_tool_in_flight_runs_only_that_call_again(
     assert_nothing_finished_ran_again(log, unrecorded=1)  # a lookup returning at the kill
     assert log.count("start slow A") == 2  # at-least-once: the call in flight ran again
     assert log.count("llm planner") == 1 and log.count("llm joiner") == 1
+
+
+def test_an_at_most_once_call_cut_by_a_kill_is_not_run_again(tmp_path: Path) -> None:
+    """The slow tool marks itself at-most-once (``durable.at_most_once()``) before its effect;
+    killed there, the resumed run does not call it again: the task's outcome says the
+    outcome is unknown, and the run goes on without it."""
+    import asyncio
+
+    from llm_compiler.durable import durable_runtime
+    from llm_compiler.durable.recovery import UNKNOWN
+
+    first = start(tmp_path, "once", "journal")
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ready").exists():
+        assert first.poll() is None and time.monotonic() < deadline, first.stderr
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+
+    async def cut() -> list[tuple[int, int]]:
+        runtime = durable_runtime(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+        await runtime.journal.open()
+        try:
+            return await runtime.journal.started_without_result("durable-run-1")
+        finally:
+            await runtime.journal.close()
+            assert runtime.durable is not None
+            await runtime.durable.liveness.stop()
+
+    assert asyncio.run(cut()) == [(0, 3)]
+    out = finish(tmp_path, "journal")
+    assert out["answer"] == "A and B combined"
+    assert out["outputs"] == {"1": "A", "2": "B", "3": UNKNOWN, "4": "B"}
+    log = calls(tmp_path)
+    assert log.count("start slow A") == 1, log  # not run again
+    assert log.count("llm planner") == 1 and log.count("llm joiner") == 1

@@ -17,6 +17,7 @@ from llm_compiler import (
     TaskResult,
 )
 from llm_compiler.serving.agui import AGUITranslator
+from llm_compiler.serving.mermaid import run_graph
 from llm_compiler.testing import ScriptedLLM
 
 PLAN = '1. search("a")\n2. search("b")\n3. join()'
@@ -129,3 +130,9 @@ async def test_an_edited_plan_replaces_the_streamed_one():
             "1": ('1. search("c")', "done")
         }
     assert [r.output for r in events if isinstance(r, TaskResult)] == ["<c>"]
+    # the Mermaid chart of the run, folded from the same events
+    graph = run_graph(events)
+    assert {i: (t.label, t.state) for i, t in graph.tasks.items()} == {
+        1: ('1. search("c")', "done")
+    }
+    assert graph.joins == {0: 2}

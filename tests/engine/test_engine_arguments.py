@@ -86,3 +86,17 @@ async def test_the_executor_runs_with_the_arguments_it_was_dispatched_with():
             handler.ctx.send_event(forged)
     await handler
     assert set(calls) == {"a"}
+
+
+def test_a_prepared_call_is_taken_once_and_a_finished_run_forgets_its_calls():
+    from llm_compiler.engine.dispatch import Calls
+
+    calls = Calls(kept=2)
+    calls.put("r1", 1, {"text": "a"})
+    calls.put("r1", 2, {"text": "b"})
+    assert calls.take("r1", 1) == {"text": "a"} and calls.take("r1", 1) is None
+    calls.forget("r1")
+    assert calls.take("r1", 2) is None
+    for run in ("r2", "r3", "r4"):  # the oldest run's calls go past `kept` runs
+        calls.put(run, 1, {"run": run})
+    assert calls.take("r2", 1) is None and calls.take("r4", 1) == {"run": "r4"}

@@ -77,7 +77,9 @@ async def test_the_page_replaces_a_plan_edited_before_approval(browser, server):
         nodes = await page.eval_on_selector_all(
             "#dag .node[data-task]", "gs => gs.map(g => [g.dataset.task, g.textContent])"
         )
-        assert nodes == [["1", '1. search("c")1 · searchquery="c"']]
+        # Only the edited plan's one task is drawn (the pre-edit tasks 2 and 3 are gone).
+        assert [task for task, _ in nodes] == ["1"]
+        assert 'search(query="c")' in nodes[0][1] and '"a"' not in nodes[0][1]
         assert await page.locator("#dag .node.join").count() == 1
         assert await page.locator("#dag path.edge").count() == 1  # 1 -> join
         assert await page.locator("#dag .node.done").count() == 1

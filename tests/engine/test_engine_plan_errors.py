@@ -43,6 +43,7 @@ async def test_kinds_cross_the_wire_as_made():
     final = await final_plan('1. nosuch("a")\n1. search("b")\n2. join()')
     serializer = JsonSerializer()
     back = serializer.deserialize(serializer.serialize(final))
+    assert serializer.serialize(back) == serializer.serialize(final)  # nothing added on the way
     assert back.error_kinds == final.error_kinds == ["reused_id"]
     assert [t.error_kind for t in back.tasks] == ["unknown_tool"]
 

@@ -50,14 +50,21 @@ def test_main_reports_errors_without_a_traceback(capsys):
     assert "module:attr" in capsys.readouterr().err
 
 
-@pytest.mark.timeout(60)
-def test_the_command_serves_the_page_until_interrupted():
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_the_command_serves_the_page_until_interrupted(store, tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
     cmd = [sys.executable, "-m", "llm_compiler.cli", "serve", "--port", "0"]
     cmd += ["--workflow", "tests.serving.cli_app:make"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    if store == "sqlite":
+        cmd += ["--store", f"sqlite:///{tmp_path / 'runs.db'}"]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         line = proc.stdout.readline()
+        while line.startswith("Runs are kept in"):  # a durable store says where, first
+            line = proc.stdout.readline()
         assert "Serving the live plan page at http://127.0.0.1:" in line, line
         url = line.split(" at ")[1].split()[0]
         page = httpx.get(url, timeout=10)
@@ -67,9 +74,12 @@ def test_the_command_serves_the_page_until_interrupted():
         )
         assert run.status_code == 200 and run.json()["status"] == "completed"
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C, after a run was served
         assert proc.wait(timeout=20) == 0
         proc.stdout.close()
+    errors = proc.stderr.read()
+    proc.stderr.close()
+    assert "Traceback" not in errors and "Error" not in errors, errors
 
 
 @pytest.mark.timeout(60)

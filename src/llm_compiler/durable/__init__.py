@@ -45,6 +45,7 @@ _EXPORTS = {
     "Journal": "journal",
     "open_durable": "store",
     "durable_runtime": "local",
+    "at_most_once": "runtime",
     "RunResumed": "events",
     "StoreSpec": "spec",
     "parse_store": "spec",

@@ -10,12 +10,11 @@ them all. A claimed run resumes from its journal (:meth:`JournalRuntime.resume`)
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from llm_compiler.durable.config import (
     CONNECT_TIMEOUT,
@@ -60,7 +59,6 @@ class Durable:
     runtime: JournalRuntime
     liveness: Liveness
     max_runs: int | None = None
-    _claiming: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     @property
     def spec(self) -> StoreSpec:

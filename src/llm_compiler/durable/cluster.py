@@ -51,6 +51,12 @@ class Cluster:
     _data: str = ""
     _options: str = ""
 
+    @property
+    def pid(self) -> int:
+        """The postmaster's process id (its children are the database's processes)."""
+        with open(os.path.join(self._data, "postmaster.pid")) as f:
+            return int(f.readline())
+
     def url(self, database: str = "postgres") -> str:
         """The URL of `database` (user ``postgres``, trust auth on loopback)."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
@@ -86,8 +92,9 @@ class Cluster:
 
 
 @contextmanager
-def throwaway_postgres() -> Iterator[Cluster]:
-    """Start a cluster; stop and delete it on exit.
+def throwaway_postgres(fsync: bool = False) -> Iterator[Cluster]:
+    """Start a cluster (`fsync`: flush commits to disk, as a production database does;
+    off by default, which is faster and enough for tests); stop and delete it on exit.
 
     Raises:
         ConfigurationError: PostgreSQL is not installed (``apt-get install postgresql``).
@@ -102,7 +109,9 @@ def throwaway_postgres() -> Iterator[Cluster]:
         os.chown(root, pg.pw_uid, pg.pw_gid)
         user = ["runuser", "-u", "postgres", "--"]
     data, port = os.path.join(root, "data"), _free_port()
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off"
+    options = (
+        f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync={'on' if fsync else 'off'}"
+    )
     options += " -c max_connections=300"
     try:
         _run([*user, f"{bindir}/initdb", "-D", data, "-U", "postgres", "-A", "trust"])

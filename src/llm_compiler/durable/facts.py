@@ -30,7 +30,7 @@ from typing import Any
 from llm_compiler.engine.state import CompilerState
 
 #: Kinds whose first row stands (facts); the others are replaced by the newest row.
-FACTS = ("task", "result", "log", "llm")
+FACTS = ("task", "result", "log", "llm", "start", "started")
 _BY_ID = {"tasks": "task"}
 _APPENDED = {"log": "log", "llm_calls": "llm"}
 _LIVE = {"memory", "toolset"}

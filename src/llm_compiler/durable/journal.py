@@ -12,7 +12,9 @@ Writes are queued (:meth:`Journal.put`, never awaited on the spot) and committed
 task, all that queued up in one transaction (group commit: however many runs and events
 wrote since the last commit, one commit). :meth:`Journal.barrier` waits until what a run
 queued so far is committed: the runtime calls it before a step acts on the facts (a tool
-or model call, an answer), so nothing runs on a fact that could still be lost.
+or model call, an answer), so nothing runs on a fact that could still be lost. A commit
+happens when someone waits for one, or :data:`LAZY_COMMIT` seconds after a write nobody
+waits for (an event of a stream): rows are committed in the order they were queued.
 
 A lost connection is retried with backoff (the journal reports itself ``degraded``
 meanwhile) until :attr:`~llm_compiler.durable.config.DurableConfig.outage_limit`; then
@@ -41,6 +43,9 @@ from llm_compiler.durable.facts import Row
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: Seconds a queued row nobody waits for may stay uncommitted (other workers' readers of a
+#: stream see its events this much later at most).
+LAZY_COMMIT = 0.02
 #: The channel a Postgres journal notifies with the ids of runs whose events it committed.
 EVENTS_CHANNEL = "llmc_events"
 
@@ -162,6 +167,7 @@ class Journal:
         self._open: asyncio.Future[None] | None = None
         self._last: dict[str, asyncio.Future[None]] = {}
         self._wake = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
         self._flusher: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -217,14 +223,16 @@ class Journal:
 
     def _mark(self, run_id: str) -> None:
         if self._open is None:
-            self._open = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            self._open = loop.create_future()
+            self._timer = loop.call_later(LAZY_COMMIT, self._wake.set)
         self._last[run_id] = self._open
-        self._wake.set()
 
     async def barrier(self, run_id: str) -> None:
         """Wait until everything `run_id` queued so far is committed."""
         pending = self._last.get(run_id)
         if pending is not None and not pending.done():
+            self._wake.set()
             await asyncio.shield(pending)
         if self._last.get(run_id) is pending:
             self._last.pop(run_id, None)
@@ -232,6 +240,7 @@ class Journal:
     async def commit(self) -> None:
         """Wait until everything queued so far is committed."""
         if self._open is not None:
+            self._wake.set()
             await asyncio.shield(self._open)
 
     async def _flush_forever(self) -> None:
@@ -241,6 +250,9 @@ class Journal:
             await self._flush()
 
     async def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         done, self._open = self._open, None
         facts, records, runs = self._facts, self._records, self._runs
         self._facts, self._records, self._runs = [], {}, set()
@@ -408,6 +420,46 @@ async def _no_reset(conn: object) -> None:
     """A pool connection needs no reset: it never LISTENs and sets nothing."""
 
 
+_CONFLICTS = {
+    _FACT: _FACT.split(" ON CONFLICT ")[1],
+    _RECORD: _RECORD.split(" ON CONFLICT ")[1],
+    _EVENT: _EVENT.split(" ON CONFLICT ")[1],
+    _RUN: _RUN.split(" ON CONFLICT ")[1],
+}
+_TYPES = {
+    _FACT: ("llmc_facts (run_id, kind, key, body)", ["text"] * 4),
+    _RECORD: ("llmc_facts (run_id, kind, key, body)", ["text"] * 4),
+    _EVENT: ("llmc_events (run_id, seq, at, body)", ["text", "int", "float8", "text"]),
+    _RUN: (f"llmc_runs ({RUN_COLUMNS})", ["text"] * 8 + ["float8"] * 4),
+}
+_NOTIFY_MAX = 7900  # Postgres's payload limit is 8000 bytes
+
+
+def one_statement(
+    batch: list[tuple[str, list[tuple[Any, ...]]]], runs: set[str]
+) -> tuple[str, list[Any]]:
+    """A batch as one statement (one round trip, one implicit transaction): an ``INSERT ...
+    SELECT FROM unnest(<column arrays>)`` per kind of row, as data-modifying CTEs, and the
+    NOTIFY of the runs whose events it holds."""
+    parts, args = [], []
+    for i, (sql, rows) in enumerate(batch):
+        target, types = _TYPES[sql]
+        arrays = []
+        for kind, column in zip(types, zip(*rows, strict=True), strict=True):
+            args.append(list(column))
+            arrays.append(f"${len(args)}::{kind}[]")
+        parts.append(
+            f"w{i} AS (INSERT INTO {target} SELECT * FROM unnest({', '.join(arrays)})"
+            f" ON CONFLICT {_CONFLICTS[sql]})"
+        )
+    tail = "SELECT 1"
+    if runs:
+        payload = json.dumps(sorted(runs))
+        args += [EVENTS_CHANNEL, payload if len(payload) < _NOTIFY_MAX else '"*"']
+        tail = f"SELECT pg_notify(${len(args) - 1}, ${len(args)})"
+    return ("WITH " + ", ".join(parts) + " " + tail) if parts else tail, args
+
+
 class PostgresDriver:
     """A connection for the committing task, and a small pool for queries (no reset on
     release: asyncpg's default reset is several statements per query)."""
@@ -438,14 +490,9 @@ class PostgresDriver:
         if self._writer is None or self._writer.is_closed():
             self._writer = await asyncpg.connect(self.dsn, timeout=CONNECT_TIMEOUT)
         conn = self._writer
+        sql, args = one_statement(batch, runs)
         try:
-            async with conn.transaction():
-                for sql, rows in batch:
-                    await conn.executemany(_numbered(sql), rows)
-                if runs:
-                    await conn.execute(
-                        "SELECT pg_notify($1, $2)", EVENTS_CHANNEL, json.dumps(sorted(runs))
-                    )
+            await conn.execute(sql, *args)
         except BaseException:
             if conn.is_closed():
                 self._writer = None

@@ -14,6 +14,8 @@ each step back to work on the facts, never redoing one that was recorded:
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from workflows.events import Event
 
 from llm_compiler.engine.dispatch import not_run, replan_event
@@ -26,15 +28,24 @@ from llm_compiler.events import (
 )
 from llm_compiler.plan import PlanTask
 
+#: The observation of an at-most-once call that a crash cut (it is not run again).
+UNKNOWN = (
+    "Error: the outcome of this call is unknown: the process running it stopped after the "
+    "call started, and a call that must not run twice is not run again."
+)
 
-def resume_events(state: CompilerState, limit: int | None) -> list[Event]:
-    """The events that carry `state`'s run on (`limit`: the workflow's tool concurrency)."""
+
+def resume_events(
+    state: CompilerState, limit: int | None, cut: Collection[tuple[int, ...]] = ()
+) -> list[Event]:
+    """The events that carry `state`'s run on (`limit`: the workflow's tool concurrency;
+    `cut`: the (round, task) of calls marked at-most-once that a crash cut)."""
     run_id, round = state.run_id, state.round
     if state.answer is not None:
         return [JoinEvent(round=round, run_id=run_id)]
     planned = round < len(state.rounds) and state.rounds[round].complete
     out = [] if planned else [_plan_again(state)]
-    out += outstanding(state, limit)
+    out += outstanding(state, limit, cut)
     if planned and all(t.id in state.outcomes for t in state.round_tasks(round)):
         out.append(JoinEvent(round=round, run_id=run_id))
     return out
@@ -53,9 +64,12 @@ def _plan_again(state: CompilerState) -> Event:
     return replan_event(state, state.round - 1)
 
 
-def outstanding(state: CompilerState, limit: int | None) -> list[Event]:
-    """``TaskReady`` for each task dispatched and not settled; the error result again for
-    each task decided not to run and not settled (the fold of the scheduler's journal)."""
+def outstanding(
+    state: CompilerState, limit: int | None, cut: Collection[tuple[int, ...]] = ()
+) -> list[Event]:
+    """``TaskReady`` for each task dispatched and not settled (an at-most-once call a crash
+    cut, in `cut`, gets an error result instead); the error result again for each task
+    decided not to run and not settled (the fold of the scheduler's journal)."""
     book = Book(limit)
     failed: dict[int, tuple[PlanTask, str, bool]] = {}
     for entry in state.log:
@@ -66,6 +80,9 @@ def outstanding(state: CompilerState, limit: int | None) -> list[Event]:
     out: list[Event] = []
     for tid in book.running:
         task = state.tasks[tid]
+        if (task.round, tid) in cut:
+            out.append(not_run(task, state.run_id, UNKNOWN, False))
+            continue
         out.append(
             TaskReady(round=task.round, run_id=state.run_id, task_id=tid, tool_name=task.tool)
         )

@@ -23,6 +23,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
+from contextvars import ContextVar
 from typing import Any
 
 from pydantic import BaseModel
@@ -59,6 +60,26 @@ logger = logging.getLogger(__name__)
 STATES_KEPT = 256
 #: The steps that only record facts: they start without waiting for a commit.
 UNGATED_STEPS = frozenset({"schedule"})
+_JOURNAL: ContextVar[Journal | None] = ContextVar("llmc_journal", default=None)
+
+
+async def at_most_once() -> bool:
+    """Inside a tool call of a durable run: commit that this call started, before its side
+    effect. If a crash cuts the call, the resumed run does not call it again: the task's
+    outcome is an error observation saying the outcome is unknown (the joiner, or a
+    human, decides). Returns whether the mark was committed (False outside a durable
+    run's tool call: nothing to do). :meth:`.Journal.started_without_result` lists the
+    calls so cut.
+    """
+    from llm_compiler.tools.calls import idempotency_key
+
+    journal, key = _JOURNAL.get(), idempotency_key()
+    if journal is None or key is None:
+        return False
+    run_id, round, task = key.rsplit(":", 2)
+    journal.put(run_id, Row("started", f"{round}:{task}", "{}"))
+    await journal.barrier(run_id)
+    return True
 
 
 class JournaledStateStore(InMemoryStateStore[Any]):
@@ -113,6 +134,7 @@ class _JournaledRun(BaseInternalRunAdapterDecorator):
         except BaseException:
             step.close()
             raise
+        _JOURNAL.set(self._runtime.journal)  # this step's task only
         return await step
 
 
@@ -257,6 +279,9 @@ class JournalRuntime(BaseRuntimeDecorator):
         )
         handler = workflow.run(ctx=ctx, run_id=run_id)
         limit = getattr(getattr(workflow, "config", None), "concurrency", None)
-        for event in resume_events(state, limit):
+        cut = {
+            tuple(int(p) for p in key.split(":")) for kind, key, _ in rows if kind == "started"
+        } - {tuple(int(p) for p in key.split(":")) for kind, key, _ in rows if kind == "result"}
+        for event in resume_events(state, limit, cut):
             handler.ctx.send_event(event)
         return handler

@@ -25,11 +25,6 @@ from typing import Any
 
 from llama_agents.client.protocol.serializable_events import EventEnvelopeWithMetadata
 from llama_agents.server import AbstractWorkflowStore, HandlerQuery, PersistentHandler
-from llama_agents.server._store.abstract_workflow_store import (
-    StoredEvent,
-    StoredTick,
-    decode_persistent_handler,
-)
 from typing_extensions import override
 from workflows.context.serializers import BaseSerializer, JsonSerializer
 from workflows.context.state_store import (
@@ -45,6 +40,7 @@ from workflows.runtime.types.plugin import ExternalRunAdapter, InternalRunAdapte
 from workflows.runtime.types.ticks import TickAddEvent, TickCancelRun, WorkflowTick
 from workflows.workflow import Workflow
 
+from llm_compiler._upstream import StoredEvent, StoredTick, decode_persistent_handler
 from llm_compiler.durable.backend import Durable, prepare
 from llm_compiler.durable.config import IDLE_RELEASE, OUTAGE_LIMIT
 from llm_compiler.durable.events import RunResumed
@@ -148,6 +144,9 @@ class JournalStore(AbstractWorkflowStore):
 
     @override
     async def query(self, query: HandlerQuery) -> list[PersistentHandler]:
+        local = self._held_match(query)
+        if local is not None:
+            return local
         where, args = [], []
         for column, values in (
             ("handler_id", query.handler_id_in),
@@ -168,6 +167,19 @@ class JournalStore(AbstractWorkflowStore):
             sql += " WHERE " + " AND ".join(where)
         rows = await self.journal.fetch(sql + " ORDER BY started_at DESC LIMIT 1000", *args)
         return [self._handler(row) for row in rows]
+
+    def _held_match(self, query: HandlerQuery) -> list[PersistentHandler] | None:
+        """The answer from the runs held here, if the query names only such runs."""
+        if query.handler_id_in and not (query.run_id_in or query.workflow_name_in):
+            found = [h for h in self.held.values() if h.handler_id in query.handler_id_in]
+        elif query.run_id_in and not (query.handler_id_in or query.workflow_name_in):
+            found = [self.held[r] for r in query.run_id_in if r in self.held]
+        else:
+            return None
+        wanted = query.handler_id_in or query.run_id_in or []
+        if len(found) != len(wanted) or query.status_in is not None or query.is_idle is not None:
+            return None
+        return [h.model_copy() for h in found]
 
     def _handler(self, row: tuple[Any, ...]) -> PersistentHandler:
         handler_id, workflow, status, run_id, error, result, started, updated, done, idle = row
@@ -193,7 +205,14 @@ class JournalStore(AbstractWorkflowStore):
         if reserved:
             self.held[handler.run_id] = handler
         self._put(handler, owner=self.durable.worker if reserved else None)
-        await self.journal.barrier(handler.run_id)
+        if not reserved:  # it waits in the database for a worker: committed now
+            await self.journal.barrier(handler.run_id)
+        # Otherwise not awaited here: the run's first step, and the start request's response
+        # (:meth:`committed`), wait for this row's commit, with the run's first facts.
+
+    async def committed(self) -> None:
+        """Wait until everything queued so far is committed (before a start is answered)."""
+        await self.journal.commit()
 
     def _put(self, handler: PersistentHandler, owner: str | None = None) -> None:
         assert handler.run_id is not None
@@ -390,6 +409,7 @@ class ServedRuntime(JournalRuntime):
         self._again = False
         self._listener: Any = None
         self._idle: dict[str, asyncio.TimerHandle] = {}
+        self._store: JournalStore | None = None
 
     @property
     def backend(self) -> Durable:
@@ -398,12 +418,11 @@ class ServedRuntime(JournalRuntime):
 
     @property
     def store(self) -> JournalStore:
-        store = getattr(self.backend, "_journal_store", None)
-        if store is None:
-            store = JournalStore(self.backend)
-            self.backend._journal_store = store  # type: ignore[attr-defined]
-            self.on_resume = store.mark_resumed
-        return store
+        """The workflow store of this server's runs."""
+        if self._store is None:
+            self._store = JournalStore(self.backend)
+            self.on_resume = self._store.mark_resumed
+        return self._store
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -445,7 +464,8 @@ class ServedRuntime(JournalRuntime):
         self._listener = conn
 
     def _on_events(self, conn: object, pid: int, channel: str, payload: str) -> None:
-        self.store.on_committed(json.loads(payload))
+        runs = json.loads(payload)
+        self.store.on_committed(list(self.store._changed) if runs == "*" else runs)
 
     def _on_inbox(self, conn: object, pid: int, channel: str, run_id: str) -> None:
         if run_id in self.holding:

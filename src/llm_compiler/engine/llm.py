@@ -33,7 +33,9 @@ COMPLETION_MAX_TOKENS = 2048
 
 @dataclass
 class TokenUsage:
-    """Tokens an LLM reported for its calls (zero, and ``reported`` false, when it reports none).
+    """Tokens an LLM reported while a call streams (zero, and ``reported`` false, when it
+    reports none): the raw counts :func:`metered_call` turns into the call's one usage
+    record, an :class:`~llm_compiler.tracing.usage.LLMCallUsage`.
 
     ``cached_tokens`` is the part of ``prompt_tokens`` read from the provider's prompt cache.
     """

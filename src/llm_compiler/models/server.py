@@ -176,10 +176,12 @@ class LocalLLMServer:
         # small machines: measured on 2 cores, 2 tok/s phases instead of a steady 15-20.
         env = {"OMP_WAIT_POLICY": "passive", **os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("CONFIG_FILE", None)  # llama_cpp.server would take it over our arguments
+        self._forget_dead_process()
         with self._lock:
             if self._stop_requested:
                 raise LocalServerError("The local LLM server was stopped while starting.")
-            self._ready.clear()
+            # A fresh event per process: the reader of a dead one may still set its own.
+            self._ready = threading.Event()
             self._listening = False
             self._tail.clear()
             self._process = subprocess.Popen(
@@ -193,21 +195,34 @@ class LocalLLMServer:
             )
             assert self._process.stdout is not None
             self._reader = threading.Thread(
-                target=self._read_output, args=(self._process.stdout,), daemon=True
+                target=self._read_output, args=(self._process.stdout, self._ready), daemon=True
             )
             self._reader.start()
         atexit.register(self.stop)
 
-    def _read_output(self, stream: IO[str]) -> None:
+    def _forget_dead_process(self) -> None:
+        """Let go of a server that died on its own: its reader drains, its pipes close."""
+        with self._lock:
+            process, self._process = self._process, None
+            reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.join(_EXIT_GRACE)  # the process is gone: its output ends at once
+        if process is not None:
+            process.wait()  # reaped: it is dead (start() spawns only when it is)
+            if process.stdin is not None:
+                process.stdin.close()
+
+    def _read_output(self, stream: IO[str], ready: threading.Event) -> None:
         """Drain the server's output (so its pipe never fills) and spot readiness."""
-        for line in stream:
-            self._tail.append(line.rstrip())
-            if self.echo:
-                sys.stderr.write(line)
-            if _READY_MARKER in line:
-                self._listening = True
-                self._ready.set()
-        self._ready.set()  # end of output: the process is gone, wake the waiter
+        with stream:
+            for line in stream:
+                self._tail.append(line.rstrip())
+                if self.echo:
+                    sys.stderr.write(line)
+                if _READY_MARKER in line:
+                    self._listening = True
+                    ready.set()
+        ready.set()  # end of output: the process is gone, wake the waiter
 
     def _wait_until_ready(self) -> None:
         # Blocks on the reader's event: set on the ready line or at end of output.
@@ -277,9 +292,8 @@ class LocalLLMServer:
                 process.wait()
         if reader is not None:
             reader.join(timeout)
-        for pipe in (process.stdin, process.stdout):
-            if pipe is not None:
-                pipe.close()
+        if process.stdin is not None:
+            process.stdin.close()  # the reader closes stdout when it has drained it
 
     def wait(self) -> int:
         """Block until the server exits; return its exit code."""

@@ -49,7 +49,7 @@ from llm_compiler.serving.guard import (
 )
 from llm_compiler.serving.mermaid import to_mermaid
 from llm_compiler.serving.security import SecurityGuard, SecurityPolicy
-from llm_compiler.serving.start import run_route
+from llm_compiler.serving.start import AnswerAfterCommit, run_route
 
 if TYPE_CHECKING:
     from llama_agents.server import AbstractWorkflowStore, PersistentHandler, WorkflowServer
@@ -163,7 +163,7 @@ def build_app(
         agui_body_route(workflows),
         events_route(store, workflows, extras),
     ]
-    guarded = RequestGuard(parent, checks, max_body=max_body)
+    guarded = RequestGuard(AnswerAfterCommit(parent, store), checks, max_body=max_body)
     app = SecurityGuard(guarded, policy)
     return ServedApp(app=app, server=server, info=payload, policy=policy, durable=durable)
 

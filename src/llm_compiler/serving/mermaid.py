@@ -89,6 +89,9 @@ def run_graph(events: Iterable[Any]) -> RunGraph:
 
 def _add_plan(graph: RunGraph, value: Mapping[str, Any]) -> None:
     round_ = int(value.get("round", 0))
+    if value.get("replaces"):  # a plan edited before approval: the round's earlier one goes
+        graph.tasks = {i: t for i, t in graph.tasks.items() if t.round != round_}
+        graph.joins.pop(round_, None)
     graph.joins.setdefault(round_, None)
     for task in value.get("tasks") or []:
         if task.get("tool") == "join":

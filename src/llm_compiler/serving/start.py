@@ -131,3 +131,25 @@ async def check_handler_id(value: Any, store: AbstractWorkflowStore | None) -> N
             f"A run with handler_id {value!r} exists ({found[0].status}); a handler id names "
             "one run: choose another.",
         )
+
+
+class AnswerAfterCommit:
+    """ASGI middleware: a run request is answered only once a durable store has committed
+    the new run (a store with a ``committed()`` coroutine; others pass through)."""
+
+    def __init__(self, app: Any, store: Any) -> None:
+        self.app, self.store = app, store
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        committed = getattr(self.store, "committed", None)
+        starts_run = scope["type"] == "http" and scope.get("method") == "POST"
+        if committed is None or not (starts_run and RUN_PATH.match(scope["path"])):
+            await self.app(scope, receive, send)
+            return
+
+        async def after_commit(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                await committed()
+            await send(message)
+
+        await self.app(scope, receive, after_commit)
