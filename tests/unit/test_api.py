@@ -74,6 +74,7 @@ def test_the_engine_imports_no_dialect_but_the_default_and_no_server_or_launcher
                     # Shared dialect infrastructure (formats, prompts, grammars) is fine.
                     assert mod.split(".")[2] in {
                         "thought_action",
+                        "grounding",
                         "prompting",
                         "grammar",
                         "arguments",

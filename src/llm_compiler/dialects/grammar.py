@@ -48,6 +48,12 @@ int ::= "-"? ("0" | [1-9] [0-9]{0,17})
 num ::= int ("." [0-9]{1,17})? ([eE] [-+]? [0-9]{1,3})?
 thought ::= "Thought: " [^\n]+ "\n"
 """
+#: A string whose start, if it is a capitalized word (``Danube``, not ``USD``), is a name.
+_NAME_STR = (
+    r'"\"" (name-lit str-char* | [^"\\A-Z\x00-\x1F\x7F] str-char* '
+    r'| [A-Z] [A-Z0-9] str-char* | "\\" (["\\nrt] | "u" [0-9a-fA-F]{4}) str-char*)? "\""'
+)
+_RESERVED = ("root", "str", "str-char", "int", "num", "thought", "name-str", "name-lit")
 _DIALECTS = {
     # true/false/null words, and how a reference to task N is written.
     "py": {"true": "True", "false": "False", "null": "None", "ref": "${}"},
@@ -75,18 +81,29 @@ def value_literal(value: Any, dialect: str) -> str:
 
 
 class _Rules:
-    """GBNF rules by name; identical bodies share one rule."""
+    """GBNF rules by name; identical bodies share one rule.
 
-    def __init__(self) -> None:
+    `string` is the rule of a string value: ``str``, or one whose capitalized start
+    must be one of the given names (see :func:`plan_grammar`).
+    """
+
+    def __init__(self, names: Sequence[str] = ()) -> None:
         self.rules: dict[str, str] = {}
         self._names: dict[str, str] = {}
+        self.string = "str"
+        if names:
+            self.string = "name-str"
+            self.rules["name-str"] = _NAME_STR
+            self.rules["name-lit"] = " | ".join(
+                gbnf_literal(json.dumps(n, ensure_ascii=False)[1:-1]) for n in names
+            )
 
     def add(self, hint: str, body: str) -> str:
         if body in self._names:
             return self._names[body]
         base = re.sub(r"[^a-zA-Z0-9]+", "-", hint).strip("-").lower() or "r"
         name, n = base, 1
-        while name in self.rules or name in ("root", "str", "str-char", "int", "num", "thought"):
+        while name in self.rules or name in _RESERVED:
             n += 1
             name = f"{base}-{n}"
         self.rules[name] = body
@@ -137,7 +154,7 @@ class _Values:
             return _alt(self.typed(b, hint, depth + 1) for b in branches)
         kind = schema.get("type")
         if kind == "string":
-            return "str"
+            return self.rules.string
         if kind == "integer":
             return "int"
         if kind == "number":
@@ -259,6 +276,7 @@ def plan_grammar(
     max_tasks: int = DEFAULT_MAX_TASKS,
     known_ids: Iterable[int] = (),
     allow_thoughts: bool = True,
+    names: Sequence[str] = (),
 ) -> str:
     """GBNF for a plan over `tools` (BaseTools or callables), numbered from `first_id`.
 
@@ -268,6 +286,11 @@ def plan_grammar(
         max_tasks: Most tool calls before ``join()`` is forced.
         known_ids: Ids of earlier rounds' tasks, which ``$N`` may also name.
         allow_thoughts: Allow a ``Thought: ...`` line before each numbered line.
+        names: Names a string argument can copy (from the question and what earlier
+            rounds found): a string that starts with a capitalized word
+            (``"Danube"``, not ``"USD"`` or ``"the Danube"``) starts with one of them,
+            so a small model copies ``Danube`` instead of retyping it as ``Dauphin``.
+            Other strings are free. None given: every string is free.
 
     Returns:
         The grammar text (root rule ``root``).
@@ -277,7 +300,7 @@ def plan_grammar(
         raise ValueError("A plan grammar needs at least one tool.")
     if max_tasks < 1 or first_id < 1:
         raise ValueError("max_tasks and first_id must be at least 1.")
-    rules, known = _Rules(), sorted(set(known_ids))
+    rules, known = _Rules(names), sorted(set(known_ids))
     thought = "thought? " if allow_thoughts else ""
     lines: list[tuple[int, str]] = []
     for k in range(max_tasks):
@@ -300,7 +323,13 @@ def plan_grammar(
     return rules.render(nxt)
 
 
-def joiner_grammar(*, allow_replan: bool = True, thought_label: bool = True) -> str:
+def joiner_grammar(
+    *,
+    allow_replan: bool = True,
+    thought_label: bool = True,
+    numbers: Sequence[str] | None = None,
+    anchors: Sequence[str] = (),
+) -> str:
     """GBNF for the joiner: ``Thought: ...`` then ``Action: Finish(answer)`` or ``Replan(...)``.
 
     The answer is one line whose parentheses balance; the ``)`` that closes
@@ -310,13 +339,36 @@ def joiner_grammar(*, allow_replan: bool = True, thought_label: bool = True) -> 
         allow_replan: False on the last round: only ``Finish`` is allowed.
         thought_label: False when the prompt already ends with ``Thought:`` (completion
             models), so the output starts with the thought itself.
+        numbers: If given, a grounded answer: its digits can only spell these numbers
+            (each one whole: ``4806`` cannot become ``48061``), and it states one of
+            `anchors` or says it ``could not find`` what was asked.
+        anchors: Values from the observations (numbers, names).
     """
     start = '"Thought: "' if thought_label else '" "?'
-    actions = '"Finish(" answer ")"' + (' | "Replan(" answer ")"' if allow_replan else "")
-    return (
-        f'root ::= {start} [^\\n]+ "\\nAction: " ({actions})\n'
-        'answer ::= ([^()\\n] | "(" answer? ")")+\n'
-    )
+    actions = '"Finish(" answer ")"' + (' | "Replan(" free ")"' if allow_replan else "")
+    text = f'root ::= {start} [^\\n]+ "\\nAction: " ({actions})\n'
+    text += 'free ::= ([^()\\n] | "(" free? ")")+\n'
+    if numbers is None:
+        return text + "answer ::= free\n"
+    return text + _grounded_answer(numbers, anchors)
+
+
+def _grounded_answer(numbers: Sequence[str], anchors: Sequence[str]) -> str:
+    """The rules of an answer that writes only `numbers` and states an anchor."""
+    nums = list(dict.fromkeys(n for n in numbers if n))
+    said = list(dict.fromkeys([*(a for a in anchors if a), "could not find", "Could not find"]))
+    num = " | ".join(gbnf_literal(n) for n in nums)
+    rules = [
+        'ch ::= [^()\\n0-9]',
+        "answer ::= unit* anchor",
+        "anchor ::= (" + " | ".join(gbnf_literal(a) for a in said) + ") tail",
+        'unit ::= ch | "(" inner ")"' + (" | num ch" if nums else ""),
+        "inner ::= unit*" + (" num?" if nums else ""),
+        "tail ::= (ch unit*" + (" num?" if nums else "") + ")?",
+    ]
+    if nums:
+        rules.append(f"num ::= {num}")
+    return "\n".join(rules) + "\n"
 
 
 # --------------------------------------------------------------------------- JSON plans

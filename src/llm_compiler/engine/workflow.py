@@ -38,6 +38,7 @@ from workflows.handler import WorkflowHandler
 
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config
 from llm_compiler.dialects.base import DirectAnswer, PlanDialect
+from llm_compiler.dialects.grounding import failed_tasks, replan_reason
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JoinerDecision
@@ -328,6 +329,7 @@ class LLMCompilerWorkflow(Workflow):
             chat=is_chat(self.llm),
             last_round=last_round,
             constrained=self._constrained(),
+            tools=list(state.toolset) if state.toolset is not None else (),
         )
 
     def _constrained(self) -> bool:
@@ -435,6 +437,9 @@ class LLMCompilerWorkflow(Workflow):
     ) -> StopEvent | ReplanEvent | None:
         """Ask the joiner to finish or replan; the last allowed round always finishes.
 
+        Under constrained decoding a first round with lookups that found nothing is
+        planned again once, with what failed as the reason, before any joiner call.
+
         A task whose tool is ``return_direct`` ends the run with its output instead, and
         so does a dialect's :class:`~llm_compiler.dialects.base.DirectAnswer`. A blank
         reply is asked again once, then replanned (or, on the last round, a
@@ -458,6 +463,9 @@ class LLMCompilerWorkflow(Workflow):
             if direct_answer is not None:
                 return StopEvent(result=await self._finish(ctx, state, direct_answer))
         last = state.replans >= self.config.max_replans
+        retry = None if last else self._nothing_found(state, ev.round)
+        if retry is not None:
+            return await self._replan(ctx, state, ev.round, retry)
         spent = TokenUsage()
         decision = await self._decide(ctx, state, ev.round, last, spent)
         if not decision.content.strip() and decision.action == "finish":
@@ -477,6 +485,17 @@ class LLMCompilerWorkflow(Workflow):
         if decision.action == "replan":  # out of rounds: the best we have
             answer = decision.thought or decision.content
         return StopEvent(result=await self._finish(ctx, state, answer))
+
+    def _nothing_found(self, state: CompilerState, round: int) -> JoinerDecision | None:
+        """A replan, without asking the joiner, of a first round whose lookups found nothing.
+
+        Only under constrained decoding (small local models, which answer from failed
+        lookups); other models' joiners see the failures and decide.
+        """
+        if state.replans or not self._constrained():
+            return None
+        failed = failed_tasks(self._prompt(state).rounds[round])
+        return JoinerDecision("replan", replan_reason(failed)) if failed else None
 
     async def _decide(
         self,

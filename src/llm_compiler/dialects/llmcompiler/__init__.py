@@ -16,6 +16,7 @@ from typing import Any
 
 from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.dialects.grammar import plan_grammar
+from llm_compiler.dialects.grounding import plan_names
 from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
 from llm_compiler.dialects.llmcompiler.prompts import ExampleSource, PlannerInput
 from llm_compiler.dialects.prompting import PromptContext
@@ -52,7 +53,9 @@ class LLMCompilerDialect:
         With constrained decoding the request carries a GBNF grammar from the tools
         (:func:`~llm_compiler.dialects.grammar.plan_grammar`): only given tools, typed arguments,
         references to earlier tasks, numbered lines, and ``join()`` after at most
-        ``grammar_max_tasks`` tasks (small models otherwise repeat calls).
+        ``grammar_max_tasks`` tasks (small models otherwise repeat calls); a string that
+        starts with a capitalized word starts with a name of the question or of what
+        earlier rounds found (:func:`~llm_compiler.dialects.grounding.plan_names`).
         """
         inputs = PlannerInput(context, self.planner_examples, self.constrained_examples)
         extras: dict[str, Any] = {}
@@ -63,6 +66,7 @@ class LLMCompilerDialect:
                 first_id=context.next_id,
                 known_ids=sorted(known),
                 max_tasks=min(context.max_tasks, self.grammar_max_tasks),
+                names=plan_names(context.prompt),
             )
         if context.prompt.chat:
             return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP, extras=extras)
@@ -82,8 +86,18 @@ class LLMCompilerDialect:
         )
 
     def joiner_request(self, context: PromptContext) -> LLMRequest:
-        """The Thought/Action joiner prompt (with its grammar when constrained)."""
-        return JoinerInput(context, self.joiner_examples).llm_request()
+        """The Thought/Action joiner prompt (with its grammar when constrained).
+
+        Constrained (a llama.cpp server, which keeps only the previous prompt's
+        evaluated prefix), the joiner's prompt starts with the planner's instructions,
+        tools and examples: the next question's planner then finds them evaluated and
+        reads only its question before it writes the first task.
+        """
+        prefix = ""
+        if context.constrained and context.tools:
+            planner = PlannerContext(prompt=context, tools=context.tools, constrained=True)
+            prefix = PlannerInput(planner, self.planner_examples, self.constrained_examples).system()
+        return JoinerInput(context, self.joiner_examples, prefix).llm_request()
 
     def parse_decision(self, text: str) -> JoinerDecision:
         """``Action: Finish(...)`` or ``Action: Replan(...)``."""
