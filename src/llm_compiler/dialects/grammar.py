@@ -38,6 +38,8 @@ from llm_compiler.plan import END_OF_PLAN
 from llm_compiler.tools.spec import ToolSpec, alternatives, tool_specs
 
 DEFAULT_MAX_TASKS = 10
+#: What a grounded answer says when the observations do not answer the question.
+NOT_FOUND = "could not find"
 
 # Shared terminals. Strings: no raw newline or control characters, and only escapes
 # that mean the same in Python and JSON.
@@ -48,10 +50,11 @@ int ::= "-"? ("0" | [1-9] [0-9]{0,17})
 num ::= int ("." [0-9]{1,17})? ([eE] [-+]? [0-9]{1,3})?
 thought ::= "Thought: " [^\n]+ "\n"
 """
-#: A string whose start, if it is a capitalized word (``Danube``, not ``USD``), is a name.
+#: A string that, if it starts with a capital letter, starts with a name. (Letting codes
+#: such as ``USD`` start freely let the model, denied ``Dauphin``, write ``DNR``.)
 _NAME_STR = (
     r'"\"" (name-lit str-char* | [^"\\A-Z\x00-\x1F\x7F] str-char* '
-    r'| [A-Z] [A-Z0-9] str-char* | "\\" (["\\nrt] | "u" [0-9a-fA-F]{4}) str-char*)? "\""'
+    r'| "\\" (["\\nrt] | "u" [0-9a-fA-F]{4}) str-char*)? "\""'
 )
 _RESERVED = ("root", "str", "str-char", "int", "num", "thought", "name-str", "name-lit")
 _DIALECTS = {
@@ -287,10 +290,10 @@ def plan_grammar(
         known_ids: Ids of earlier rounds' tasks, which ``$N`` may also name.
         allow_thoughts: Allow a ``Thought: ...`` line before each numbered line.
         names: Names a string argument can copy (from the question and what earlier
-            rounds found): a string that starts with a capitalized word
-            (``"Danube"``, not ``"USD"`` or ``"the Danube"``) starts with one of them,
-            so a small model copies ``Danube`` instead of retyping it as ``Dauphin``.
-            Other strings are free. None given: every string is free.
+            rounds found): a string that starts with a capital letter (``"Danube"``,
+            ``"USD"``, not ``"the Danube"``) starts with one of them, so a small model
+            copies ``Danube`` instead of retyping it as ``Dauphin``. Other strings are
+            free. None given: every string is free.
 
     Returns:
         The grammar text (root rule ``root``).
@@ -341,8 +344,10 @@ def joiner_grammar(
             models), so the output starts with the thought itself.
         numbers: If given, a grounded answer: its digits can only spell these numbers
             (each one whole: ``4806`` cannot become ``48061``), and it states one of
-            `anchors` or says it ``could not find`` what was asked.
-        anchors: Values from the observations (numbers, names).
+            `anchors` or says it ``could not find`` what was asked (see
+            :func:`_grounded_answer`).
+        anchors: Values from the observations (numbers, names); none: the answer
+            starts with "I could not find".
     """
     start = '"Thought: "' if thought_label else '" "?'
     actions = '"Finish(" answer ")"' + (' | "Replan(" free ")"' if allow_replan else "")
@@ -353,21 +358,34 @@ def joiner_grammar(
     return text + _grounded_answer(numbers, anchors)
 
 
+#: Most characters of a grounded answer before it states a value, and after it.
+ANSWER_LEAD, ANSWER_TAIL = 120, 240
+
+
 def _grounded_answer(numbers: Sequence[str], anchors: Sequence[str]) -> str:
-    """The rules of an answer that writes only `numbers` and states an anchor."""
+    """The rules of an answer that writes only `numbers` and states an anchor.
+
+    Bounded: within ``ANSWER_LEAD`` characters it states an anchor (else a small model
+    may write on and never close), and it ends ``ANSWER_TAIL`` characters later. With
+    no anchors (nothing was found) it starts with "I could not find".
+    """
     nums = list(dict.fromkeys(n for n in numbers if n))
-    said = list(dict.fromkeys([*(a for a in anchors if a), "could not find", "Could not find"]))
-    num = " | ".join(gbnf_literal(n) for n in nums)
+    said = list(dict.fromkeys(a for a in anchors if a))
     rules = [
-        'ch ::= [^()\\n0-9]',
-        "answer ::= unit* anchor",
-        "anchor ::= (" + " | ".join(gbnf_literal(a) for a in said) + ") tail",
+        "ch ::= [^()\\n0-9]",
         'unit ::= ch | "(" inner ")"' + (" | num ch" if nums else ""),
-        "inner ::= unit*" + (" num?" if nums else ""),
-        "tail ::= (ch unit*" + (" num?" if nums else "") + ")?",
+        "inner ::= " + ("(ch | num ch){0,60} num?" if nums else "ch{0,60}"),
+        f"tail ::= (ch unit{{0,{ANSWER_TAIL}}}" + (" num?" if nums else "") + ")?",
     ]
     if nums:
-        rules.append(f"num ::= {num}")
+        rules.append("num ::= " + " | ".join(gbnf_literal(n) for n in nums))
+    if not said:
+        return "\n".join([*rules, f'answer ::= "I {NOT_FOUND}" tail']) + "\n"
+    values = [*(gbnf_literal(a) for a in said), f'"{NOT_FOUND}"', f'"{NOT_FOUND.capitalize()}"']
+    rules += [
+        f"answer ::= unit{{0,{ANSWER_LEAD}}} anchor",
+        "anchor ::= (" + " | ".join(values) + ") tail",
+    ]
     return "\n".join(rules) + "\n"
 
 

@@ -37,7 +37,6 @@ _COMMON = frozenset(
 )
 MAX_NAMES = 80
 MAX_NUMBERS = 120
-NOT_FOUND_PHRASE = "could not find"
 
 
 def names(texts: Iterable[str], limit: int = MAX_NAMES) -> list[str]:
@@ -116,7 +115,9 @@ def failed_tasks(record: RoundRecord) -> list[TaskRecord]:
 
 def replan_reason(failed: Sequence[TaskRecord]) -> str:
     """Why to plan again after lookups that found nothing: each call and what it got."""
-    shown = "; ".join(f"{t.text.strip()} gave {(t.observation or 'no result')[:160]!r}" for t in failed)
+    shown = "; ".join(
+        f"{t.text.strip()} gave {(t.observation or 'no result')[:160]!r}" for t in failed
+    )
     return (
         f"Nothing was found by: {shown}. Plan these lookups again, with names copied "
         "exactly from the question (or other names for the same thing)."

@@ -39,6 +39,8 @@ class LLMCompilerDialect:
         constrained_examples: With constrained decoding and no `planner_examples`, the
             few-shot plans shown: ``"mixed"`` (the built-in ones, then one generated from
             the run's tools), ``"own"`` (only the generated one) or ``"builtin"``.
+        shared_prefix: Under constrained decoding, start the joiner's prompt with the
+            planner's instructions, tools and examples (see :meth:`joiner_request`).
     """
 
     planner_examples: str | None = None
@@ -46,6 +48,7 @@ class LLMCompilerDialect:
     constrained_examples: ExampleSource = "mixed"
     name: str = "llmcompiler"
     grammar_max_tasks: int = 8
+    shared_prefix: bool = True
 
     def planner_request(self, context: PlannerContext) -> LLMRequest:
         """Messages for chat models, one few-shot prompt for completion models.
@@ -94,9 +97,11 @@ class LLMCompilerDialect:
         reads only its question before it writes the first task.
         """
         prefix = ""
-        if context.constrained and context.tools:
+        if self.shared_prefix and context.constrained and context.tools:
             planner = PlannerContext(prompt=context, tools=context.tools, constrained=True)
-            prefix = PlannerInput(planner, self.planner_examples, self.constrained_examples).system()
+            prefix = PlannerInput(
+                planner, self.planner_examples, self.constrained_examples
+            ).system()
         return JoinerInput(context, self.joiner_examples, prefix).llm_request()
 
     def parse_decision(self, text: str) -> JoinerDecision:
