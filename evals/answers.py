@@ -258,7 +258,8 @@ async def run_answers(
         outcome = await ask(workflows[q.tools], q, timeout)
         print(
             f"[{i}/{len(questions)}] {outcome.verdict} {outcome.seconds:.1f} s "
-            f"(first task {outcome.first_task} s): {q.text} -> {outcome.answer[:100]!r}",
+            f"(first task {outcome.first_task} s): {q.text} -> {outcome.answer[:100]!r} "
+            f"[{'; '.join(outcome.tasks)}]",
             file=sys.stderr,
         )
         out.append(outcome)

@@ -15,12 +15,14 @@ from llm_compiler.demo import tools as demo_tools
 from llm_compiler.dialects.grammar import joiner_grammar, plan_grammar
 from llm_compiler.dialects.grounding import (
     answer_values,
+    compares,
     failed_tasks,
     found_nothing,
     names,
     number_forms,
     plan_names,
     replan_reason,
+    required_tool,
 )
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
 from llm_compiler.plan import END_OF_PLAN
@@ -60,7 +62,9 @@ def test_without_names_every_string_is_free():
 
 def test_a_replan_may_copy_what_an_earlier_round_found():
     found = TaskRecord(1, "search", '1. search("Canberra")', "Canberra: capital of Australia.")
-    failed = TaskRecord(2, "search", '2. search("Atlantis")', "No entry for 'Atlantis'. Try 'Nile'.")
+    failed = TaskRecord(
+        2, "search", '2. search("Atlantis")', "No entry for 'Atlantis'. Try 'Nile'."
+    )
     context = PromptContext("What is the population of the country whose capital is Canberra?")
     context = PromptContext(context.question, rounds=[RoundRecord(tasks=[found, failed])])
     allowed = plan_names(context)
@@ -140,3 +144,40 @@ def test_failed_and_not_found_lookups_are_told_apart_from_findings():
 def test_a_long_text_that_mentions_not_found_is_a_finding():
     text = "Rhine: River. " + "x " * 200 + "The source was not found until 1900."
     assert not found_nothing(TaskRecord(1, "search", '1. search("Rhine")', text))
+
+
+def test_a_plan_that_must_compute_calls_the_calculator_before_join():
+    grammar = plan_grammar(demo_tools.TOOLS, max_tasks=3, require="calculator")
+    assert not accepts(grammar, plan('search("Danube")', 'search("Rhine")'))
+    assert accepts(grammar, plan('search("Danube")', 'search("Rhine")', 'calculator("$1 - $2")'))
+    assert accepts(grammar, plan('calculator("2 + 2")', 'search("Rhine")'))
+    assert not accepts(grammar, plan('search("a")', 'search("b")', 'search("c")'))
+    assert accepts(plan_grammar(demo_tools.TOOLS, require="missing"), plan('search("a")'))
+
+
+def test_questions_that_compare_require_the_calculator_until_it_has_a_result():
+    tools = demo_tools.TOOLS
+    compare = PromptContext("How much higher is Mont Blanc than the Matterhorn?")
+    assert required_tool(compare, tools) == "calculator"
+    assert required_tool(PromptContext("What are the capitals of Italy and Spain?"), tools) is None
+    assert required_tool(compare, [demo_tools.search]) is None  # nothing computes
+    computed = TaskRecord(3, "calculator", '3. calculator("$1 - $2")', "328.0")
+    done = PromptContext(compare.question, rounds=[RoundRecord(tasks=[computed])])
+    assert required_tool(done, tools) is None
+    failed = TaskRecord(3, "calculator", '3. calculator("$1 - $2")', None, skipped=True)
+    again = PromptContext(compare.question, rounds=[RoundRecord(tasks=[failed])])
+    assert required_tool(again, tools) == "calculator"
+    assert compares("Which is longer, the Danube or the Rhine, and by how much?")
+    assert compares("What is the combined population of Spain and Italy?")
+    assert not compares("When was Ada Lovelace born and when did she die?")
+
+
+def test_an_answer_to_a_quantity_states_a_number_found():
+    found = TaskRecord(
+        1, "search", '1. search("Canada")', "Canada: Population: about 40.1 million."
+    )
+    rounds = [RoundRecord(tasks=[found])]
+    _, anchors = answer_values(PromptContext("What is the population of Canada?", rounds=rounds))
+    assert "40.1" in anchors and "Canada" not in anchors
+    _, anchors = answer_values(PromptContext("Tell me about Canada.", rounds=rounds))
+    assert "Canada" in anchors

@@ -280,6 +280,7 @@ def plan_grammar(
     known_ids: Iterable[int] = (),
     allow_thoughts: bool = True,
     names: Sequence[str] = (),
+    require: str | None = None,
 ) -> str:
     """GBNF for a plan over `tools` (BaseTools or callables), numbered from `first_id`.
 
@@ -294,6 +295,8 @@ def plan_grammar(
             ``"USD"``, not ``"the Danube"``) starts with one of them, so a small model
             copies ``Danube`` instead of retyping it as ``Dauphin``. Other strings are
             free. None given: every string is free.
+        require: A tool the plan must call before ``join()`` (the calculator, for a
+            question that compares quantities); ignored if it is not among `tools`.
 
     Returns:
         The grammar text (root rule ``root``).
@@ -305,25 +308,37 @@ def plan_grammar(
         raise ValueError("max_tasks and first_id must be at least 1.")
     rules, known = _Rules(names), sorted(set(known_ids))
     thought = "thought? " if allow_thoughts else ""
-    lines: list[tuple[int, str]] = []
+    lines: list[tuple[int, str, str, str]] = []  # id, any call, the required tool's, others'
     for k in range(max_tasks):
         task_id = first_id + k
         refs = [i for i in known if i < first_id] + list(range(first_id, task_id))
         values = {d: _Values(rules, d, refs, f"l{k + 1}") for d in _DIALECTS}
-        calls = " | ".join(_tool_call(rules, s, n, values) for n, s in enumerate(specs))
-        lines.append((task_id, rules.add(f"call-l{k + 1}", calls)))
+        calls = [(s.name == require, _tool_call(rules, s, n, values)) for n, s in enumerate(specs)]
+        both = [rules.add(f"call-l{k + 1}", " | ".join(c for _, c in calls))]
+        for wanted, hint in ((True, "need"), (False, "other")):
+            chosen = " | ".join(c for r, c in calls if r is wanted)
+            both.append(rules.add(f"{hint}-l{k + 1}", chosen) if chosen else "")
+        lines.append((task_id, *both))
 
     def join_at(task_id: int) -> str:
         return gbnf_literal(f"{task_id}. join()\n{END_OF_PLAN}")
 
+    def line(task_id: int, body: str, hint: str = "line") -> str:
+        return rules.add(f"{hint}-{task_id}", f"{thought}({body})" if thought else body)
+
     end_id = first_id + max_tasks
-    nxt = rules.add(f"join-{end_id}", f"{thought}{join_at(end_id)}")
-    for task_id, call in reversed(lines):
-        body = f'{gbnf_literal(f"{task_id}. ")} {call} "\\n" {nxt}'
+    done = rules.add(f"join-{end_id}", f"{thought}{join_at(end_id)}")
+    todo = "" if require and require in {s.name for s in specs} else None
+    for task_id, call, need, other in reversed(lines):
+        head = gbnf_literal(f"{task_id}. ")
+        if todo is not None:  # lines before the required tool's call: no join yet
+            body = f'{head} ({need} "\\n" {done}' + (f' | {other} "\\n" {todo})' if todo else ")")
+            todo = line(task_id, body, "todo")
+        body = f'{head} {call} "\\n" {done}'
         if task_id > first_id:  # a plan has at least one task
             body = f"{join_at(task_id)} | {body}"
-        nxt = rules.add(f"line-{task_id}", f"{thought}({body})" if thought else body)
-    return rules.render(nxt)
+        done = line(task_id, body)
+    return rules.render(todo or done)
 
 
 def joiner_grammar(

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
+from llm_compiler.tools.spec import tool_specs
 
 #: Lower-case words that may join capitalized words into one name (Statue of Liberty).
 _JOINERS = "of|the|de|la|le|du|da|del|della|von|van|y|al|el|bin"
@@ -35,6 +37,23 @@ _COMMON = frozenset(
     who when where how why born died capital population area country city river mountain
     planet length height answer note""".split()
 )
+#: A question that compares or combines quantities (its plan computes).
+_COMPARES = re.compile(
+    r"\bhow (?:much|many \w+) (?:more|less|fewer|higher|lower|longer|shorter|taller|older"
+    r"|younger|bigger|larger|smaller|further|farther|heavier|lighter|deeper|after|before)\b"
+    r"|\bby how (?:much|many)\b|\bdifferences?\b|\bcombined\b|\btotal\b|\bsum\b"
+    r"|\btogether\b|\baltogether\b|\bratio\b|\bhow old was\b|\btimes (?:as|more)\b",
+    re.I,
+)
+#: A question whose answer is a quantity: the answer states a number found.
+_QUANTITY = re.compile(
+    r"\bhow (?:much|many|long|tall|high|old|far|big|large|heavy|deep)\b|\bwhen\b|\byear"
+    r"|\bpopulations?\b|\bprices?\b|\bcosts?\b|\barea\b|\blength\b|\bheight\b"
+    r"|\bdistance\b|\bnumber of\b|\bcompare|\bcombined\b|\btotal\b",
+    re.I,
+)
+#: Words of a tool's name or first parameter that make it a calculator.
+_COMPUTE_WORDS = ("calc", "math", "arithmetic", "expression", "formula", "equation")
 MAX_NAMES = 80
 MAX_NUMBERS = 120
 
@@ -142,11 +161,35 @@ def plan_names(context: PromptContext) -> list[str]:
 def answer_values(context: PromptContext) -> tuple[list[str], list[str]]:
     """(numbers the answer may write, values one of which it must state).
 
-    Numbers come from the question and every observation; the values it must state
-    (one at least, or say it could not find) are the numbers and names of the
-    observations that found something.
+    Numbers come from the question and the observations that found something; the
+    values it must state (one at least, or say it could not find) are those
+    observations' numbers (only those, when the question asks for a quantity and some
+    were found) and names.
     """
     found = observation_texts(context.rounds)
     numbers = number_forms([context.question, *found])
-    anchors = number_forms(found) + answer_names(found)
-    return numbers, anchors
+    found_numbers = number_forms(found)
+    if found_numbers and _QUANTITY.search(context.question):
+        return numbers, found_numbers
+    return numbers, found_numbers + answer_names(found)
+
+
+def compares(question: str) -> bool:
+    """Whether a question compares or combines quantities (how much longer, total ...)."""
+    return bool(_COMPARES.search(question))
+
+
+def compute_tool(tools: Sequence[Any]) -> str | None:
+    """The name of the tool that computes expressions (a calculator), if there is one."""
+    for spec in tool_specs(tools):
+        words = (spec.name + " " + " ".join(p.name for p in spec.params[:1])).lower()
+        if spec.call_form and spec.params and any(w in words for w in _COMPUTE_WORDS):
+            return spec.name
+    return None
+
+
+def required_tool(context: PromptContext, tools: Sequence[Any]) -> str | None:
+    """The calculator, for a question that compares and has no computed result yet."""
+    tool = compute_tool(tools) if compares(context.question) else None
+    done = any(t.tool == tool and not found_nothing(t) for r in context.rounds for t in r.tasks)
+    return None if done else tool

@@ -16,7 +16,7 @@ from typing import Any
 
 from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.dialects.grammar import plan_grammar
-from llm_compiler.dialects.grounding import plan_names
+from llm_compiler.dialects.grounding import plan_names, required_tool
 from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
 from llm_compiler.dialects.llmcompiler.prompts import ExampleSource, PlannerInput
 from llm_compiler.dialects.prompting import PromptContext
@@ -57,8 +57,10 @@ class LLMCompilerDialect:
         (:func:`~llm_compiler.dialects.grammar.plan_grammar`): only given tools, typed arguments,
         references to earlier tasks, numbered lines, and ``join()`` after at most
         ``grammar_max_tasks`` tasks (small models otherwise repeat calls); a string that
-        starts with a capitalized word starts with a name of the question or of what
-        earlier rounds found (:func:`~llm_compiler.dialects.grounding.plan_names`).
+        starts with a capital letter starts with a name of the question or of what
+        earlier rounds found (:func:`~llm_compiler.dialects.grounding.plan_names`), and
+        a question that compares quantities calls the calculator before ``join()``
+        (:func:`~llm_compiler.dialects.grounding.required_tool`).
         """
         inputs = PlannerInput(context, self.planner_examples, self.constrained_examples)
         extras: dict[str, Any] = {}
@@ -70,6 +72,7 @@ class LLMCompilerDialect:
                 known_ids=sorted(known),
                 max_tasks=min(context.max_tasks, self.grammar_max_tasks),
                 names=plan_names(context.prompt),
+                require=required_tool(context.prompt, context.tools),
             )
         if context.prompt.chat:
             return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP, extras=extras)

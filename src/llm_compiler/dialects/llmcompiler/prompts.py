@@ -11,9 +11,9 @@ from llama_index.core.tools import BaseTool
 from llm_compiler import tools as _tools
 from llm_compiler.dialects import prompting as prompting
 from llm_compiler.dialects.base import PlannerContext
+from llm_compiler.dialects.grounding import compute_tool
 from llm_compiler.dialects.llmcompiler.examples import own_tools_example
 from llm_compiler.plan import END_OF_PLAN
-from llm_compiler.tools.spec import tool_spec
 
 PLANNER_INSTRUCTIONS = """\
 Given a question, write a plan of actions that answers it with as many actions running \
@@ -63,8 +63,6 @@ COMPUTE_RULE = (
     "total, difference, ratio) needs an action that computes it from the results, "
     "such as `{call}`."
 )
-#: Words of a tool's name or first parameter that make it a calculator.
-_COMPUTE_WORDS = ("calc", "math", "arithmetic", "expression", "formula", "equation")
 
 REPLAN_NOTE = """\
 The plan above was not enough. Write a NEW plan that only adds what is missing. \
@@ -75,12 +73,8 @@ instead of running those actions again.
 
 def compute_rule(tools: Sequence[BaseTool]) -> str:
     """The rule that comparisons compute, shown when a tool computes expressions."""
-    for tool in tools:
-        spec = tool_spec(tool)
-        words = (spec.name + " " + " ".join(p.name for p in spec.params[:1])).lower()
-        if spec.call_form and spec.params and any(w in words for w in _COMPUTE_WORDS):
-            return COMPUTE_RULE.format(call=f'{spec.name}("$1 - $2")')
-    return ""
+    name = compute_tool(tools)
+    return COMPUTE_RULE.format(call=f'{name}("$1 - $2")') if name else ""
 
 
 def render_actions(tools: Sequence[BaseTool]) -> str:
