@@ -54,6 +54,7 @@ def test_a_plan_string_that_starts_like_a_name_copies_one():
     assert not accepts(grammar, plan('search("Dauphin")'))
     assert not accepts(grammar, plan('search("Reich")'))
     assert not accepts(grammar, plan('search("DNR")'))  # denied Dauphin, it wrote this
+    assert not accepts(grammar, plan('search("Rhineland")'))  # a name runs on
 
 
 def test_without_names_every_string_is_free():
@@ -136,7 +137,7 @@ def test_failed_and_not_found_lookups_are_told_apart_from_findings():
     assert [found_nothing(t) for t in records] == [True, True, True, False]
     failed = failed_tasks(RoundRecord(tasks=records))
     reason = replan_reason(failed)
-    assert [t.id for t in failed] == [1, 2, 3]
+    assert [t.id for t in failed] == [1, 2]  # the skipped one follows from them
     assert 'search("Dauphin")' in reason and "No entry for 'Dauphin'." in reason
     assert "Rhine" not in reason
 
@@ -181,3 +182,13 @@ def test_an_answer_to_a_quantity_states_a_number_found():
     assert "40.1" in anchors and "Canada" not in anchors
     _, anchors = answer_values(PromptContext("Tell me about Canada.", rounds=rounds))
     assert "Canada" in anchors
+
+
+def test_a_failure_about_a_name_found_by_another_task_is_no_reason_to_replan():
+    records = [
+        TaskRecord(1, "search", '1. search("Ada Lovelace")', "Ada Lovelace: Born 1815, died 1852."),
+        TaskRecord(2, "lookup", '2. lookup("Ada Lovelace", "age")', "Error: no field 'age'", True),
+    ]
+    assert failed_tasks(RoundRecord(tasks=records)) == []
+    records[0] = TaskRecord(1, "search", '1. search("Ada")', "No entry for 'Ada'.")
+    assert [t.id for t in failed_tasks(RoundRecord(tasks=records))] == [1, 2]

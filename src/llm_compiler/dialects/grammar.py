@@ -50,10 +50,12 @@ int ::= "-"? ("0" | [1-9] [0-9]{0,17})
 num ::= int ("." [0-9]{1,17})? ([eE] [-+]? [0-9]{1,3})?
 thought ::= "Thought: " [^\n]+ "\n"
 """
-#: A string that, if it starts with a capital letter, starts with a name. (Letting codes
-#: such as ``USD`` start freely let the model, denied ``Dauphin``, write ``DNR``.)
+#: A string that, if it starts with a capital letter, starts with a whole name. (Letting
+#: codes such as ``USD`` start freely let the model, denied ``Dauphin``, write ``DNR``;
+#: letting a name run on, ``Rhineland``.)
 _NAME_STR = (
-    r'"\"" (name-lit str-char* | [^"\\A-Z\x00-\x1F\x7F] str-char* '
+    r'"\"" (name-lit ([^"\\a-zA-Z0-9\x00-\x1F\x7F] str-char*)? '
+    r'| [^"\\A-Z\x00-\x1F\x7F] str-char* '
     r'| "\\" (["\\nrt] | "u" [0-9a-fA-F]{4}) str-char*)? "\""'
 )
 _RESERVED = ("root", "str", "str-char", "int", "num", "thought", "name-str", "name-lit")
@@ -374,7 +376,7 @@ def joiner_grammar(
 
 
 #: Most characters of a grounded answer before it states a value, and after it.
-ANSWER_LEAD, ANSWER_TAIL = 120, 240
+ANSWER_LEAD, ANSWER_TAIL = 60, 160
 
 
 def _grounded_answer(numbers: Sequence[str], anchors: Sequence[str]) -> str:

@@ -128,8 +128,23 @@ def found_nothing(task: TaskRecord) -> bool:
 
 
 def failed_tasks(record: RoundRecord) -> list[TaskRecord]:
-    """The round's tasks that found nothing (see :func:`found_nothing`)."""
-    return [t for t in record.tasks if found_nothing(t)]
+    """The round's tasks that found nothing (see :func:`found_nothing`), but for those
+    about a name another task found something about (a failed ``lookup("Ada
+    Lovelace", "age")`` beside a ``search("Ada Lovelace")`` that found her) and those
+    skipped because a task before them failed (that one is listed)."""
+    found = {_subject(t) for t in record.tasks if not found_nothing(t)}
+    return [
+        t for t in record.tasks if found_nothing(t) and not t.skipped and _subject(t) not in found
+    ]
+
+
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'')
+
+
+def _subject(task: TaskRecord) -> str:
+    """What a task is about: its first string argument (lower case), or its line."""
+    match = _STRING.search(task.text)
+    return (match.group(1) or match.group(2) or "" if match else task.text).strip().lower()
 
 
 def replan_reason(failed: Sequence[TaskRecord]) -> str:
