@@ -195,6 +195,12 @@ Question: What are the capitals of Italy and Spain?
 """
 
 JOINER_EXAMPLES = """\
+Question: What is the capital of Atlantis?
+1. search("Atlantis")
+Observation: No entry for 'Atlantis'. Try a single name such as 'France' or 'Nile'.
+Thought: The encyclopedia has no entry for Atlantis, so I cannot tell its capital.
+Action: Finish(I could not find Atlantis in the encyclopedia, so I do not know its capital.)
+<END_OF_RESPONSE>
 Question: How much higher is Mont Blanc than the Matterhorn?
 1. lookup("Mont Blanc", "height_m")
 Observation: 4806.0
@@ -204,12 +210,6 @@ Observation: 4478.0
 Observation: 328.0
 Thought: Mont Blanc is 4806 m, the Matterhorn 4478 m; the difference is 328 m.
 Action: Finish(Mont Blanc is 328 m higher than the Matterhorn.)
-<END_OF_RESPONSE>
-Question: What is the capital of Atlantis?
-1. search("Atlantis")
-Observation: No entry for 'Atlantis'. Try a single name such as 'France' or 'Nile'.
-Thought: The encyclopedia has no entry for Atlantis, so I cannot tell its capital.
-Action: Finish(I could not find Atlantis in the encyclopedia, so I do not know its capital.)
 <END_OF_RESPONSE>
 Question: What are the capitals of Italy and Spain?
 1. search("Italy")
