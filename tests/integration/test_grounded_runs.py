@@ -1,7 +1,10 @@
 """Runs under constrained decoding with a scripted model: replans of failed lookups,
-grounded answer grammars and a joiner prompt that starts with the planner's."""
+grounded answer grammars, and the planner's static prompt kept evaluated."""
 
 from __future__ import annotations
+
+import asyncio
+from typing import ClassVar
 
 import pytest
 
@@ -72,18 +75,52 @@ async def test_unconstrained_models_leave_the_decision_to_the_joiner():
     assert "grammar" not in llm.calls[1].kwargs.get("extra_body", {})
 
 
-async def test_the_joiner_prompt_starts_with_the_planner_prompt_static_part():
+async def test_a_shared_prefix_joiner_prompt_starts_with_the_planner_prompt_static_part():
     found = '1. lookup("Danube", "length_km")\n2. join()\n<END_OF_PLAN>'
     done = " 2850.\nAction: Finish(The Danube is 2850 km long.)"
     llm = ScriptedLLM([found, done, found, done], chat=False)
-    wf = workflow(llm)
+    wf = workflow(llm, shared_prefix=True)
     await wf.run(user_msg="How long is the Danube?")
     await wf.run(user_msg="How long is the Rhine?")
     planner, joiner, next_planner = (c.prompt for c in llm.calls[:3])
     static = planner[: planner.index("Question: How long is the Danube?")]
     assert len(static) > 1000 and joiner.startswith(static) and next_planner.startswith(static)
     assert "Answer a question from the results" in joiner[len(static) :]
-    # without it, the joiner's prompt is its own
+    # by default, the joiner's prompt is its own
     llm = ScriptedLLM([found, done], chat=False)
-    await workflow(llm, shared_prefix=False).run(user_msg="How long is the Danube?")
+    await workflow(llm).run(user_msg="How long is the Danube?")
     assert llm.calls[1].prompt.startswith("Answer a question from the results")
+
+
+class EmbeddedLike(ScriptedLLM):
+    """A scripted model that says it is the embedded llama.cpp server."""
+
+    llm_compiler_constrained: ClassVar[bool] = True
+
+
+async def test_after_an_answer_the_embedded_model_reads_the_planner_prompt_again():
+    def reply(call: LLMCall) -> str:
+        if call.prompt.endswith("Question:"):
+            return " W"
+        if call.prompt.rstrip().endswith("Thought:"):
+            return " 2850.\nAction: Finish(The Danube is 2850 km long.)"
+        return '1. lookup("Danube", "length_km")\n2. join()\n<END_OF_PLAN>'
+
+    llm = EmbeddedLike(reply, chat=False)
+    wf = LLMCompilerWorkflow(
+        tools=demo_tools.TOOLS,
+        llm=llm,
+        planner_examples=demo_tools.PLANNER_EXAMPLES,
+        joiner_examples=demo_tools.JOINER_EXAMPLES,
+    )
+    assert str(await wf.run(user_msg="How long is the Danube?")) == "The Danube is 2850 km long."
+    await asyncio.gather(*wf._planner._warming)
+    await wf.run(user_msg="How long is the Rhine?")
+    planner, _, warm, next_planner = (c.prompt for c in llm.calls[:4])
+    assert warm.endswith("\nQuestion:")
+    assert planner.startswith(warm) and next_planner.startswith(warm)
+    # a model that is not the embedded one gets no such request
+    plain = ScriptedLLM(reply, chat=False)
+    wf = LLMCompilerWorkflow(tools=demo_tools.TOOLS, llm=plain, constrained=True)
+    await wf.run(user_msg="How long is the Danube?")
+    assert not wf._planner._warming and len(plain.calls) == 2

@@ -571,6 +571,7 @@ class LLMCompilerWorkflow(Workflow):
             answer, direct = s.answer, s.direct
             state = s.model_copy(update={"toolset": state.toolset})
         self._books.forget(state.run_id)
+        self._planner.warm(state, self._prompt(state))
         return self._output(state, answer, direct)
 
     def _output(self, state: CompilerState, answer: str, direct: int | None) -> CompilerOutput:

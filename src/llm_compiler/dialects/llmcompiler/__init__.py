@@ -81,6 +81,16 @@ class LLMCompilerDialect:
             return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP, extras=extras)
         return LLMRequest(prompt=inputs.prompt(), stop=PLAN_STOP, extras=extras)
 
+    def warm_request(self, context: PlannerContext) -> LLMRequest | None:
+        """A request whose prompt is the planner's static part: instructions, tools,
+        examples, up to the next ``Question:`` (completion models under constrained
+        decoding without `shared_prefix`; else None). The engine sends it after an
+        answer, so the next question's planner reads only its question."""
+        if self.shared_prefix or not context.constrained or context.prompt.chat:
+            return None
+        inputs = PlannerInput(context, self.planner_examples, self.constrained_examples)
+        return LLMRequest(prompt=inputs.system() + "\nQuestion:")
+
     def plan_parser(self, context: PlannerContext) -> PlanParser:
         """An incremental parser of this round's plan lines."""
         return PlanParser(
