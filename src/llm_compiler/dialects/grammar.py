@@ -316,11 +316,14 @@ def plan_grammar(
         refs = [i for i in known if i < first_id] + list(range(first_id, task_id))
         values = {d: _Values(rules, d, refs, f"l{k + 1}") for d in _DIALECTS}
         calls = [(s.name == require, _tool_call(rules, s, n, values)) for n, s in enumerate(specs)]
-        both = [rules.add(f"call-l{k + 1}", " | ".join(c for _, c in calls))]
-        for wanted, hint in ((True, "need"), (False, "other")):
-            chosen = " | ".join(c for r, c in calls if r is wanted)
-            both.append(rules.add(f"{hint}-l{k + 1}", chosen) if chosen else "")
-        lines.append((task_id, *both))
+        any_call = rules.add(f"call-l{k + 1}", " | ".join(c for _, c in calls))
+        need, other = (
+            rules.add(f"{hint}-l{k + 1}", chosen)
+            if (chosen := " | ".join(c for r, c in calls if r is wanted))
+            else ""
+            for wanted, hint in ((True, "need"), (False, "other"))
+        )
+        lines.append((task_id, any_call, need, other))
 
     def join_at(task_id: int) -> str:
         return gbnf_literal(f"{task_id}. join()\n{END_OF_PLAN}")
