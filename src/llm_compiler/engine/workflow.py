@@ -40,6 +40,7 @@ from workflows.handler import WorkflowHandler
 
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config, split_config
 from llm_compiler.dialects.base import DirectAnswer, JoinerDecision, PlanDialect
+from llm_compiler.dialects.grounding import failed_tasks, replan_reason
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.engine.dispatch import (
@@ -400,6 +401,7 @@ class LLMCompilerWorkflow(Workflow):
             chat=is_chat(self.llm),
             last_round=last_round,
             constrained=self._constrained(),
+            tools=list(self.run_tools(state.run_id) or ()),
         )
 
     def _constrained(self) -> bool:
@@ -562,6 +564,9 @@ class LLMCompilerWorkflow(Workflow):
     ) -> StopEvent | ReplanEvent | None:
         """Ask the joiner to finish or replan; the last allowed round always finishes.
 
+        Under constrained decoding a first round with lookups that found nothing is
+        planned again once, with what failed as the reason, before any joiner call.
+
         A task whose tool is ``return_direct`` ends the run with its output instead, and
         so does a dialect's :class:`~llm_compiler.dialects.base.DirectAnswer`. A blank
         reply is asked again once, then replanned (or, on the last round, a
@@ -585,6 +590,9 @@ class LLMCompilerWorkflow(Workflow):
             if direct_answer is not None:
                 return StopEvent(result=await self._finish(ctx, state, direct_answer))
         last = state.replans >= self.config.max_replans
+        retry = None if last else self._nothing_found(state, ev.round)
+        if retry is not None:
+            return await self._replan(ctx, state, ev.round, JoinVerdict(retry, []))
         verdict = await self._verdict(ctx, state, ev.round, last)
         decision = verdict.decision
         if decision.action == "replan" and not last:
@@ -618,6 +626,17 @@ class LLMCompilerWorkflow(Workflow):
             )
         again = JoinerDecision("replan", "The joiner gave no answer; plan again.", decision.thought)
         return JoinVerdict(again, calls)
+
+    def _nothing_found(self, state: CompilerState, round: int) -> JoinerDecision | None:
+        """A replan, without asking the joiner, of a first round whose lookups found nothing.
+
+        Only under constrained decoding (small local models, which answer from failed
+        lookups); other models' joiners see the failures and decide.
+        """
+        if state.replans or not self._constrained():
+            return None
+        failed = failed_tasks(self._prompt(state).rounds[round])
+        return JoinerDecision("replan", replan_reason(failed)) if failed else None
 
     async def _decide(
         self, ctx: Context[CompilerState], state: CompilerState, round: int, last: bool
@@ -685,6 +704,8 @@ class LLMCompilerWorkflow(Workflow):
                     await state.memory.aput(message)
             answer, direct = s.answer, s.direct
             state = s.model_copy()
+        # While the run's tools are still known to this process.
+        self._planner.warm(state, self.run_tools(state.run_id), self._prompt(state))
         self._books.forget(state.run_id)
         self._calls.forget(state.run_id)
         return self._output(state, answer, direct)
