@@ -71,7 +71,8 @@ demo-mcp: install
 ## Plan correctness on BFCL's parallel items (text plans vs. a plain prompt; the bfcl-eval
 ## wheel is downloaded once into .cache/bfcl, never installed), plans for questions on
 ## small tool sets of a user's own (evals/own_tools.py), then end-to-end answers on the
-## demo tools. Same model choice as `demo`. More items: make eval EVAL_ARGS="--sample 80"
+## demo tools and a second tool set (evals/answers.py). Same model choice as `demo`.
+## More items: make eval EVAL_ARGS="--sample 80"
 eval: install
 	@if [ -z "$$OPENAI_API_KEY$$LLM_COMPILER_API_BASE" ]; then \
 		$(MAKE) --no-print-directory install-local; fi
@@ -85,6 +86,7 @@ bench: install
 	$(BIN)/python -m benchmarks.serving
 	$(BIN)/python -m benchmarks.tracing
 	$(BIN)/python -m benchmarks.durable
+	$(BIN)/python -m benchmarks.policies
 
 ## Headless Chromium for the live page's browser test (Debian's package; CI runs as root).
 ## Never fatal: without it the browser test is skipped with the reason.

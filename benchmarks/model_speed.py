@@ -26,7 +26,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from llm_compiler import LLMCompilerWorkflow, TaskReady
+from llm_compiler import TaskReady
+from llm_compiler.demo import demo_compiler
 from llm_compiler.demo import tools as demo_tools
 from llm_compiler.models.resolve import embedded_llm
 from llm_compiler.models.server import LocalLLMServer
@@ -68,14 +69,7 @@ def token_speeds(server: LocalLLMServer, nonce: int) -> dict[str, float]:
 
 async def demo_times(llm: Any) -> dict[str, float]:
     """Seconds to the first task and to the answer for the demo question."""
-    workflow = LLMCompilerWorkflow(
-        tools=demo_tools.TOOLS,
-        llm=llm,
-        max_replans=0,
-        planner_examples=demo_tools.PLANNER_EXAMPLES,
-        joiner_examples=demo_tools.JOINER_EXAMPLES,
-        timeout=300,
-    )
+    workflow = demo_compiler(llm, max_replans=0)
     started = time.perf_counter()
     handler = workflow.run(user_msg=QUESTION)
     first = None

@@ -29,6 +29,7 @@ from llm_compiler import (
     TaskReady,
     TaskResult,
 )
+from llm_compiler.demo import demo_compiler
 from llm_compiler.demo import tools as demo_tools
 from llm_compiler.models.resolve import resolve_llm
 from llm_compiler.plan import render_call
@@ -100,15 +101,7 @@ def build(dialect: str, llm: object) -> LLMCompilerWorkflow:
             answer_examples=demo_tools.COA_ANSWER_EXAMPLES,
             timeout=300,
         )
-    return LLMCompilerWorkflow(
-        tools=demo_tools.TOOLS,
-        llm=llm,
-        max_replans=1,
-        tool_timeout=10,
-        planner_examples=demo_tools.PLANNER_EXAMPLES,
-        joiner_examples=demo_tools.JOINER_EXAMPLES,
-        timeout=300,
-    )
+    return demo_compiler(llm)
 
 
 async def main(question: str, dialect: str = "llmcompiler") -> int:

@@ -24,6 +24,7 @@ from llm_compiler.errors import (
     RunError,
 )
 from llm_compiler.events import (
+    AwaitingApproval,
     CompiledPlan,
     CompilerStartEvent,
     CompilerStream,
@@ -32,8 +33,12 @@ from llm_compiler.events import (
     PlanApprovalResponse,
     PlanEvent,
     ReplanEvent,
+    TaskApprovalRequest,
+    TaskApprovalResponse,
     TaskReady,
     TaskResult,
+    TaskStarted,
+    TaskWaiting,
 )
 from llm_compiler.models.resolve import resolve_llm
 from llm_compiler.plan import PlanTask
@@ -41,8 +46,10 @@ from llm_compiler.presets import ChainOfAbstractionWorkflow
 from llm_compiler.serving.mermaid import to_mermaid
 from llm_compiler.tools.calls import idempotency_key
 from llm_compiler.tools.mcp import MCPConnection, MCPServerError, tools_from_mcp
+from llm_compiler.tools.policy import RetryPolicy, ToolPolicy, policy, with_policy
 
 __all__ = [
+    "AwaitingApproval",
     "ChainOfAbstractionWorkflow",
     "CoAAgent",
     "CoADialect",
@@ -75,13 +82,21 @@ __all__ = [
     "PlanTask",
     "PlannerContext",
     "ReplanEvent",
+    "RetryPolicy",
     "RunError",
     "RunSummary",
+    "TaskApprovalRequest",
+    "TaskApprovalResponse",
     "TaskReady",
     "TaskResult",
+    "TaskStarted",
     "TaskSummary",
+    "TaskWaiting",
+    "ToolPolicy",
     "idempotency_key",
+    "policy",
     "resolve_llm",
     "to_mermaid",
     "tools_from_mcp",
+    "with_policy",
 ]

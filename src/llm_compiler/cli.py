@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import json
 import os
 import signal
 import sys
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from llama_index.core.llms import LLM
 
     from llm_compiler.serving.security import SecurityPolicy
+    from llm_compiler.tools.policy import ToolPolicy
 
 COMPILER, TEAM = "compiler", "team"
 #: Seconds an MCP tool call may take when serving with --mcp (--mcp-tool-timeout).
@@ -166,8 +168,9 @@ async def _serve(args: argparse.Namespace) -> None:
         )
         print(f"Runs are kept in {spec.shown} (worker {durable.worker}).", flush=True)  # noqa: T201
     options: dict[str, Any] = {"durable": durable, "max_runs": args.max_runs, "policy": policy}
+    tool_policies = read_tool_policies(args.tool_policies)
     if args.workflow:
-        workflows = load_workflows(args.workflow)
+        workflows = apply_tool_policies(load_workflows(args.workflow), tool_policies)
         model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
         served = build_app(workflows, info={"model": model}, **options)
         await serve(served, args.host, args.port, on_ready=announce)
@@ -176,8 +179,36 @@ async def _serve(args: argparse.Namespace) -> None:
     timeout = args.mcp_tool_timeout or MCP_TOOL_TIMEOUT
     demo = demo_workflows(args.prompt_cache, args.mcp, timeout)
     async with demo as (workflows, model):
+        workflows = apply_tool_policies(workflows, tool_policies)
         served = build_app(workflows, info={"model": model}, **options)
         await serve(served, args.host, args.port, on_ready=announce)
+
+
+def read_tool_policies(path: str | None) -> dict[str, ToolPolicy]:
+    """The tool policies of a JSON file ``{"tool": {"side_effect": "pure", ...}}``."""
+    from llm_compiler.tools.policy import load_policies
+
+    if path is None:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ConfigurationError(f"Cannot read tool policies from {path}: {e}") from None
+    return load_policies(data)
+
+
+def apply_tool_policies(
+    workflows: dict[str, Workflow], policies: Mapping[str, ToolPolicy]
+) -> dict[str, Workflow]:
+    """`workflows`, each compiler given `policies` (over the ones it has by name)."""
+    from llm_compiler.engine.workflow import LLMCompilerWorkflow
+
+    for workflow in workflows.values() if policies else ():
+        if isinstance(workflow, LLMCompilerWorkflow):
+            merged = {**(workflow.config.tool_policies or {}), **policies}
+            workflow.config = workflow.config.model_copy(update={"tool_policies": merged})
+    return workflows
 
 
 def security_policy(args: argparse.Namespace) -> SecurityPolicy:
@@ -291,6 +322,13 @@ def parser() -> argparse.ArgumentParser:
         "--insecure",
         action="store_true",
         help="serve beyond loopback without a token (anyone who can reach it runs tools)",
+    )
+    serve.add_argument(
+        "--tool-policies",
+        metavar="FILE",
+        help='tool policies by tool name, a JSON file {"pay": {"side_effect": "at_most_once", '
+        '"requires_approval": true}, "lookup": {"side_effect": "pure", "retry": {"attempts": '
+        "3}}} (see ToolPolicy); they replace the policies the tools declare",
     )
     serve.add_argument(
         "--prompt-cache",

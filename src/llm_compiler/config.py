@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llm_compiler.errors import ConfigurationError
+from llm_compiler.tools.policy import ToolPolicy
 from llm_compiler.tracing.prices import ModelPrice
 
 #: Most tool calls one run executes at once (the executor's workers).
@@ -42,6 +43,11 @@ class CompilerConfig(BaseModel):
             (see :mod:`llm_compiler.tracing`); tokens and cost are counted either way.
         prices: Model prices (USD per million tokens) added to the built-in table, for
             the run summary's cost (see :mod:`llm_compiler.tracing.prices`).
+        tool_policies: Policies by tool name (see :mod:`llm_compiler.tools.policy`); they
+            replace a policy declared on the tool itself.
+        task_order: Which ready task gets a free slot first when a limit binds:
+            ``critical_path`` (the one with the longest chain of tasks behind it) or
+            ``plan`` (the lowest id).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -61,6 +67,8 @@ class CompilerConfig(BaseModel):
     constrained: bool | None = None
     tracing: bool = True
     prices: dict[str, ModelPrice] | None = None
+    tool_policies: dict[str, ToolPolicy] | None = None
+    task_order: Literal["critical_path", "plan"] = "critical_path"
 
     @model_validator(mode="after")
     def _check(self) -> CompilerConfig:

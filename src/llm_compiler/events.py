@@ -127,6 +127,12 @@ class TaskReady(_RunEvent):
     task_id: int
     tool_name: str
     args: dict[str, Any] = Field(default_factory=dict)
+    policy: dict[str, Any] = Field(default_factory=dict)
+    """The tool's policy as JSON (side effect, limits, keys, retry; see ``ToolPolicy``)."""
+    resource_keys: list[str] = Field(default_factory=list)
+    """The resource keys this call holds while it runs."""
+    waited: float = 0.0
+    """Seconds the task waited for a slot (a limit or a resource key) once ready."""
 
     @property
     def call_key(self) -> str:
@@ -148,6 +154,8 @@ class TaskResult(_FactEvent):
         is_error: The tool raised, timed out, got bad arguments, or the line was invalid.
         skipped: The task did not run because a task it depends on failed.
         started_at / finished_at: ``time.time()`` stamps; ``duration`` in seconds.
+        attempts: Tries the call took (more than 1 when its policy retried it).
+        waited: Seconds the task waited for a slot once ready.
     """
 
     round: int
@@ -158,6 +166,8 @@ class TaskResult(_FactEvent):
     skipped: bool = False
     started_at: float = 0.0
     finished_at: float = 0.0
+    attempts: int = 1
+    waited: float = 0.0
 
     @property
     def duration(self) -> float:
@@ -168,6 +178,100 @@ class TaskResult(_FactEvent):
     def status(self) -> Literal["done", "error", "skipped"]:
         """``done``, ``error`` (failed or invalid) or ``skipped`` (an input failed)."""
         return "skipped" if self.skipped else "error" if self.is_error else "done"
+
+
+class TaskStarted(_RunEvent):
+    """A try of a call starts: written to the stream for each retry (the first try is the
+    ``TaskReady``), and given to ``LLMCompilerWorkflow.before_tool_call`` for every try.
+
+    ``attempt`` of ``attempts``; ``side_effect`` is the tool's class (``pure``,
+    ``idempotent``, ``at_most_once``): what a runtime must do if the run stops before
+    the result is recorded (see :func:`llm_compiler.engine.policy.resume_in_flight`).
+    """
+
+    round: int
+    task_id: int
+    tool_name: str
+    attempt: int = 1
+    attempts: int = 1
+    side_effect: str = "at_most_once"
+    idempotency_key: str = ""
+    error: str | None = None
+    """The previous try's error, on a retry."""
+
+
+class TaskWaiting(_RunEvent):
+    """Written to the stream when a ready task must wait for a slot: ``slot`` names the
+    one that binds (``*``: the run's cap, ``tool:x``, ``limit:name``, ``key:account:7``)."""
+
+    round: int
+    task_id: int
+    tool_name: str
+    slot: str
+
+
+class TaskApprovalRequest(InputRequiredEvent):
+    """A ready task whose tool requires approval, held until a human's verdict (the rest
+    of the plan runs on). Answer with :meth:`respond`, or a workflow server's
+    ``POST /events/{handler_id}`` with a :class:`TaskApprovalResponse`."""
+
+    round: int
+    run_id: str = ""
+    task_id: int
+    tool_name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    policy: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def approval_id(self) -> str:
+        """The held task's own id: ``run_id:round:task_id``."""
+        return call_key(self.run_id, self.round, self.task_id)
+
+    def respond(
+        self,
+        action: Literal["approve", "edit", "reject"] = "approve",
+        args: dict[str, Any] | None = None,
+        reason: str = "",
+    ) -> TaskApprovalResponse:
+        """The verdict on this task, naming the run, round and task it answers."""
+        return TaskApprovalResponse(
+            run_id=self.run_id,
+            round=self.round,
+            task_id=self.task_id,
+            action=action,
+            args=args,
+            reason=reason,
+        )
+
+
+class AwaitingApproval(_RunEvent):
+    """Written to the stream when the round can go no further without verdicts: its plan
+    is complete and nothing runs or waits for a slot, but ``task_ids`` are held. (A chat
+    front-end ends its turn here with an interrupt; see :mod:`llm_compiler.serving.agui`.)"""
+
+    round: int
+    task_ids: list[int] = Field(default_factory=list)
+
+
+class TaskApprovalResponse(HumanResponseEvent):
+    """A human's verdict on one held task.
+
+    Attributes:
+        run_id / round / task_id: The task it answers; a verdict naming any other (not
+            held, answered before, another run) changes nothing.
+        action: ``approve``; ``edit`` (run with ``args``: values that replace the named
+            arguments, checked against the tool's schema); ``reject`` (the task's outcome
+            is an error observation saying so, with ``reason``; its dependents are
+            skipped).
+    """
+
+    run_id: str
+    round: int
+    task_id: int
+    action: Literal["approve", "edit", "reject"] = "approve"
+    args: dict[str, Any] | None = None
+    reason: str = ""
+    event_id: str = Field(default_factory=_event_id)
 
 
 class JoinEvent(_RunEvent):
@@ -209,6 +313,7 @@ class CompiledPlan(BaseModel):
         errors: Plan-level problems. ``text``: the planner's raw output.
         thoughts: The planner's thoughts. ``join_id``: the id of its ``join()``.
         llm_call: The planner call that made the plan: its tokens, cost and timing.
+        policies: The policy of each tool the plan calls, as JSON.
     """
 
     tasks: list[PlanTask] = Field(default_factory=list)
@@ -217,6 +322,8 @@ class CompiledPlan(BaseModel):
     thoughts: list[str] = Field(default_factory=list)
     join_id: int | None = None
     llm_call: LLMCallUsage | None = None
+    policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """The policy of each tool the plan calls (side effect, approval, limits, retry)."""
 
     error_kinds: list[PlanErrorKind] = Field(default_factory=list)
     """The kind of each plan-level error."""

@@ -8,7 +8,8 @@ import signal
 
 import pytest
 
-from llm_compiler import LLMCallError, LLMCompilerWorkflow, PlanEvent
+from llm_compiler import LLMCallError, PlanEvent
+from llm_compiler.demo import demo_compiler
 from llm_compiler.demo import tools as demo_tools
 from llm_compiler.errors import LocalServerExited
 from llm_compiler.models.resolve import embedded_llm
@@ -22,15 +23,8 @@ if _MISSING:
 pytestmark = [pytest.mark.llm, pytest.mark.timeout(300)]
 
 
-def _workflow(llm: object) -> LLMCompilerWorkflow:
-    return LLMCompilerWorkflow(
-        tools=demo_tools.TOOLS,
-        llm=llm,
-        max_replans=0,
-        planner_examples=demo_tools.PLANNER_EXAMPLES,
-        joiner_examples=demo_tools.JOINER_EXAMPLES,
-        timeout=240,
-    )
+def _workflow(llm):
+    return demo_compiler(llm, max_replans=0, timeout=240)
 
 
 async def test_killing_the_model_server_mid_plan_is_named_and_the_next_run_answers(monkeypatch):

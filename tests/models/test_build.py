@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -99,6 +100,7 @@ def test_the_installed_build_has_no_amx_instruction():
         assert not found, f"{library.name}: {len(found)} AMX instructions, e.g. {found[:3]}"
         if record["profile"] == "portable" and build._machine() in ("x86_64", "amd64"):
             assert "vfmadd" in listing  # the AVX2/FMA kernels are there
+            assert "zmm" not in listing  # and no AVX-512
 
 
 def test_pips_own_cache_is_never_consulted(tmp_path, monkeypatch):
@@ -125,3 +127,23 @@ def test_pips_own_cache_is_never_consulted(tmp_path, monkeypatch):
     commands.clear()
     build.install(portable)  # cached now: installed without a build
     assert [c[4] for c in commands] == ["install"]
+
+
+def test_another_install_of_llama_cpp_is_replaced(tmp_path, monkeypatch):
+    portable = build.builds_to_try({})[0]
+    monkeypatch.setattr(build, "record_path", lambda: tmp_path / "record.json")
+    libraries = {"lib/libggml-cpu.so": "aaaa"}
+    monkeypatch.setattr(build, "library_digests", lambda: dict(libraries))
+    installed = []
+
+    def install(b):
+        installed.append(b.profile)
+        build.record_path().write_text(
+            json.dumps({**build._record(b), "libraries": build.library_digests()})
+        )
+
+    monkeypatch.setattr(build, "install", install)
+    assert build.ensure(portable) and installed == ["portable"]
+    assert not build.ensure(portable)  # the record and the libraries agree
+    libraries["lib/libggml-cpu.so"] = "bbbb"  # e.g. pip installed its own cached build
+    assert build.ensure(portable) and installed == ["portable", "portable"]

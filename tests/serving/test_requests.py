@@ -127,6 +127,9 @@ async def test_a_lone_surrogate_is_refused_at_the_door(base_url, body):
             RUN, content=b'{"start_event": {"user_msg": "\\ud83d\\ude00?"}}', headers=JSON
         )
         assert ok.status_code == 200, ok.text
+        events = f"/events/{ok.json()['handler_id']}"
+        async with c.stream("GET", events, params={"after_sequence": -1}) as stream:
+            await stream.aread()  # the run has finished
         runs = (await c.get("/api/runs")).json()["runs"]
         assert [run["question"] for run in runs] == ["\N{GRINNING FACE}?"]
 

@@ -38,6 +38,8 @@ from llm_compiler.plan import END_OF_PLAN
 from llm_compiler.tools.spec import ToolSpec, alternatives, tool_specs
 
 DEFAULT_MAX_TASKS = 10
+#: What a grounded answer says when the observations do not answer the question.
+NOT_FOUND = "could not find"
 
 # Shared terminals. Strings: no raw newline or control characters, and only escapes
 # that mean the same in Python and JSON.
@@ -48,6 +50,15 @@ int ::= "-"? ("0" | [1-9] [0-9]{0,17})
 num ::= int ("." [0-9]{1,17})? ([eE] [-+]? [0-9]{1,3})?
 thought ::= "Thought: " [^\n]+ "\n"
 """
+#: A string that, if it starts with a capital letter, starts with a whole name. (Letting
+#: codes such as ``USD`` start freely let the model, denied ``Dauphin``, write ``DNR``;
+#: letting a name run on, ``Rhineland``.)
+_NAME_STR = (
+    r'"\"" (name-lit ([^"\\a-zA-Z0-9\x00-\x1F\x7F] str-char*)? '
+    r'| [^"\\A-Z\x00-\x1F\x7F] str-char* '
+    r'| "\\" (["\\nrt] | "u" [0-9a-fA-F]{4}) str-char*)? "\""'
+)
+_RESERVED = ("root", "str", "str-char", "int", "num", "thought", "name-str", "name-lit")
 _DIALECTS = {
     # true/false/null words, and how a reference to task N is written.
     "py": {"true": "True", "false": "False", "null": "None", "ref": "${}"},
@@ -75,18 +86,29 @@ def value_literal(value: Any, dialect: str) -> str:
 
 
 class _Rules:
-    """GBNF rules by name; identical bodies share one rule."""
+    """GBNF rules by name; identical bodies share one rule.
 
-    def __init__(self) -> None:
+    `string` is the rule of a string value: ``str``, or one whose capitalized start
+    must be one of the given names (see :func:`plan_grammar`).
+    """
+
+    def __init__(self, names: Sequence[str] = ()) -> None:
         self.rules: dict[str, str] = {}
         self._names: dict[str, str] = {}
+        self.string = "str"
+        if names:
+            self.string = "name-str"
+            self.rules["name-str"] = _NAME_STR
+            self.rules["name-lit"] = " | ".join(
+                gbnf_literal(json.dumps(n, ensure_ascii=False)[1:-1]) for n in names
+            )
 
     def add(self, hint: str, body: str) -> str:
         if body in self._names:
             return self._names[body]
         base = re.sub(r"[^a-zA-Z0-9]+", "-", hint).strip("-").lower() or "r"
         name, n = base, 1
-        while name in self.rules or name in ("root", "str", "str-char", "int", "num", "thought"):
+        while name in self.rules or name in _RESERVED:
             n += 1
             name = f"{base}-{n}"
         self.rules[name] = body
@@ -137,7 +159,7 @@ class _Values:
             return _alt(self.typed(b, hint, depth + 1) for b in branches)
         kind = schema.get("type")
         if kind == "string":
-            return "str"
+            return self.rules.string
         if kind == "integer":
             return "int"
         if kind == "number":
@@ -259,6 +281,8 @@ def plan_grammar(
     max_tasks: int = DEFAULT_MAX_TASKS,
     known_ids: Iterable[int] = (),
     allow_thoughts: bool = True,
+    names: Sequence[str] = (),
+    require: str | None = None,
 ) -> str:
     """GBNF for a plan over `tools` (BaseTools or callables), numbered from `first_id`.
 
@@ -268,6 +292,13 @@ def plan_grammar(
         max_tasks: Most tool calls before ``join()`` is forced.
         known_ids: Ids of earlier rounds' tasks, which ``$N`` may also name.
         allow_thoughts: Allow a ``Thought: ...`` line before each numbered line.
+        names: Names a string argument can copy (from the question and what earlier
+            rounds found): a string that starts with a capital letter (``"Danube"``,
+            ``"USD"``, not ``"the Danube"``) starts with one of them, so a small model
+            copies ``Danube`` instead of retyping it as ``Dauphin``. Other strings are
+            free. None given: every string is free.
+        require: A tool the plan must call before ``join()`` (the calculator, for a
+            question that compares quantities); ignored if it is not among `tools`.
 
     Returns:
         The grammar text (root rule ``root``).
@@ -277,30 +308,51 @@ def plan_grammar(
         raise ValueError("A plan grammar needs at least one tool.")
     if max_tasks < 1 or first_id < 1:
         raise ValueError("max_tasks and first_id must be at least 1.")
-    rules, known = _Rules(), sorted(set(known_ids))
+    rules, known = _Rules(names), sorted(set(known_ids))
     thought = "thought? " if allow_thoughts else ""
-    lines: list[tuple[int, str]] = []
+    lines: list[tuple[int, str, str, str]] = []  # id, any call, the required tool's, others'
     for k in range(max_tasks):
         task_id = first_id + k
         refs = [i for i in known if i < first_id] + list(range(first_id, task_id))
         values = {d: _Values(rules, d, refs, f"l{k + 1}") for d in _DIALECTS}
-        calls = " | ".join(_tool_call(rules, s, n, values) for n, s in enumerate(specs))
-        lines.append((task_id, rules.add(f"call-l{k + 1}", calls)))
+        calls = [(s.name == require, _tool_call(rules, s, n, values)) for n, s in enumerate(specs)]
+        any_call = rules.add(f"call-l{k + 1}", " | ".join(c for _, c in calls))
+        need, other = (
+            rules.add(f"{hint}-l{k + 1}", chosen)
+            if (chosen := " | ".join(c for r, c in calls if r is wanted))
+            else ""
+            for wanted, hint in ((True, "need"), (False, "other"))
+        )
+        lines.append((task_id, any_call, need, other))
 
     def join_at(task_id: int) -> str:
         return gbnf_literal(f"{task_id}. join()\n{END_OF_PLAN}")
 
+    def line(task_id: int, body: str, hint: str = "line") -> str:
+        return rules.add(f"{hint}-{task_id}", f"{thought}({body})" if thought else body)
+
     end_id = first_id + max_tasks
-    nxt = rules.add(f"join-{end_id}", f"{thought}{join_at(end_id)}")
-    for task_id, call in reversed(lines):
-        body = f'{gbnf_literal(f"{task_id}. ")} {call} "\\n" {nxt}'
+    done = rules.add(f"join-{end_id}", f"{thought}{join_at(end_id)}")
+    todo = "" if require and require in {s.name for s in specs} else None
+    for task_id, call, need, other in reversed(lines):
+        head = gbnf_literal(f"{task_id}. ")
+        if todo is not None:  # lines before the required tool's call: no join yet
+            body = f'{head} ({need} "\\n" {done}' + (f' | {other} "\\n" {todo})' if todo else ")")
+            todo = line(task_id, body, "todo")
+        body = f'{head} {call} "\\n" {done}'
         if task_id > first_id:  # a plan has at least one task
             body = f"{join_at(task_id)} | {body}"
-        nxt = rules.add(f"line-{task_id}", f"{thought}({body})" if thought else body)
-    return rules.render(nxt)
+        done = line(task_id, body)
+    return rules.render(todo or done)
 
 
-def joiner_grammar(*, allow_replan: bool = True, thought_label: bool = True) -> str:
+def joiner_grammar(
+    *,
+    allow_replan: bool = True,
+    thought_label: bool = True,
+    numbers: Sequence[str] | None = None,
+    anchors: Sequence[str] = (),
+) -> str:
     """GBNF for the joiner: ``Thought: ...`` then ``Action: Finish(answer)`` or ``Replan(...)``.
 
     The answer is one line whose parentheses balance; the ``)`` that closes
@@ -310,13 +362,51 @@ def joiner_grammar(*, allow_replan: bool = True, thought_label: bool = True) -> 
         allow_replan: False on the last round: only ``Finish`` is allowed.
         thought_label: False when the prompt already ends with ``Thought:`` (completion
             models), so the output starts with the thought itself.
+        numbers: If given, a grounded answer: its digits can only spell these numbers
+            (each one whole: ``4806`` cannot become ``48061``), and it states one of
+            `anchors` or says it ``could not find`` what was asked (see
+            :func:`_grounded_answer`).
+        anchors: Values from the observations (numbers, names); none: the answer
+            starts with "I could not find".
     """
     start = '"Thought: "' if thought_label else '" "?'
-    actions = '"Finish(" answer ")"' + (' | "Replan(" answer ")"' if allow_replan else "")
-    return (
-        f'root ::= {start} [^\\n]+ "\\nAction: " ({actions})\n'
-        'answer ::= ([^()\\n] | "(" answer? ")")+\n'
-    )
+    actions = '"Finish(" answer ")"' + (' | "Replan(" free ")"' if allow_replan else "")
+    text = f'root ::= {start} [^\\n]+ "\\nAction: " ({actions})\n'
+    text += 'free ::= ([^()\\n] | "(" free? ")")+\n'
+    if numbers is None:
+        return text + "answer ::= free\n"
+    return text + _grounded_answer(numbers, anchors)
+
+
+#: Most characters of a grounded answer before it states a value, and after it.
+ANSWER_LEAD, ANSWER_TAIL = 60, 160
+
+
+def _grounded_answer(numbers: Sequence[str], anchors: Sequence[str]) -> str:
+    """The rules of an answer that writes only `numbers` and states an anchor.
+
+    Bounded: within ``ANSWER_LEAD`` characters it states an anchor (else a small model
+    may write on and never close), and it ends ``ANSWER_TAIL`` characters later. With
+    no anchors (nothing was found) it starts with "I could not find".
+    """
+    nums = list(dict.fromkeys(n for n in numbers if n))
+    said = list(dict.fromkeys(a for a in anchors if a))
+    rules = [
+        "ch ::= [^()\\n0-9]",
+        'unit ::= ch | "(" inner ")"' + (" | num ch" if nums else ""),
+        "inner ::= " + ("(ch | num ch){0,60} num?" if nums else "ch{0,60}"),
+        f"tail ::= (ch unit{{0,{ANSWER_TAIL}}}" + (" num?" if nums else "") + ")?",
+    ]
+    if nums:
+        rules.append("num ::= " + " | ".join(gbnf_literal(n) for n in nums))
+    if not said:
+        return "\n".join([*rules, f'answer ::= "I {NOT_FOUND}" tail']) + "\n"
+    values = [*(gbnf_literal(a) for a in said), f'"{NOT_FOUND}"', f'"{NOT_FOUND.capitalize()}"']
+    rules += [
+        f"answer ::= unit{{0,{ANSWER_LEAD}}} anchor",
+        "anchor ::= (" + " | ".join(values) + ") tail",
+    ]
+    return "\n".join(rules) + "\n"
 
 
 # --------------------------------------------------------------------------- JSON plans

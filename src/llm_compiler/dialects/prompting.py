@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from llama_index.core.llms import ChatMessage, MessageRole
 
@@ -57,6 +58,8 @@ class PromptContext:
         last_round: For the joiner: no replan is allowed after this round.
         constrained: Ask the server for constrained decoding where the dialect can.
         max_history_chars: Most characters of earlier rounds shown (None: no bound).
+        tools: The run's tools, for a joiner prompt that starts with the planner's
+            (see :class:`~llm_compiler.dialects.llmcompiler.LLMCompilerDialect`).
     """
 
     question: str
@@ -67,6 +70,7 @@ class PromptContext:
     last_round: bool = False
     constrained: bool = False
     max_history_chars: int | None = None
+    tools: Sequence[Any] = ()
 
     def rendered_rounds(self) -> str:
         """The earlier rounds as text, bounded by `max_history_chars`.

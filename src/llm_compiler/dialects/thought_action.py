@@ -19,6 +19,7 @@ from typing import Any, Literal
 from llm_compiler.dialects import prompting as prompting
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest
 from llm_compiler.dialects.grammar import joiner_grammar
+from llm_compiler.dialects.grounding import answer_values
 from llm_compiler.dialects.prompting import PromptContext
 
 END_OF_RESPONSE = "<END_OF_RESPONSE>"
@@ -28,9 +29,13 @@ JOIN_STOP = (END_OF_RESPONSE,)
 JOINER_INSTRUCTIONS = """\
 Answer a question from the results of a plan that was executed for it.
 - Reason about the observations in a short Thought (1-2 sentences); ignore irrelevant ones.
-- If they contain what is needed, finish with a concise, complete answer.
+- If they contain what is needed, finish with a concise, complete answer that states \
+the values asked for. Copy numbers and names from the observations; a difference, sum \
+or ratio is the result of a calculation action, never your own arithmetic.
 - If they do not (an action failed, or information is missing), replan, and say what is \
 missing so a new plan can get it.{last_round}
+- If nothing answers the question, finish with "I could not find ..." and what is \
+missing; never guess.
 Respond in exactly this format:
 Thought: <your reasoning>
 Action: Finish(<the final answer for the user>)
@@ -67,11 +72,15 @@ class JoinerInput:
 
     context: PromptContext
     examples: str | None = None
+    prefix: str = ""
+    """Text the prompt starts with (the planner's instructions, tools and examples, so a
+    server that reuses the previous prompt's prefix keeps them evaluated); it holds the
+    user's system prompt."""
 
     def system(self) -> str:
         """The instructions and the examples."""
         note = LAST_ROUND_NOTE if self.context.last_round else ""
-        text = prompting.preamble(self.context.system_prompt)
+        text = self.prefix + "\n" if self.prefix else prompting.preamble(self.context.system_prompt)
         text += JOINER_INSTRUCTIONS.format(last_round=note)
         examples = JOINER_EXAMPLES if self.examples is None else self.examples
         return text + ("\n" + examples.rstrip() + "\n" if examples else "")
@@ -90,13 +99,19 @@ class JoinerInput:
         """Messages for a chat model; a prompt ending in ``Thought:`` for the others.
 
         With constrained decoding, a grammar allows exactly one Thought line and one
-        Action (no Replan on the last round).
+        Action (no Replan on the last round), and a grounded answer: its numbers are the
+        question's and the observations', and it states a value found or that it could
+        not find one (see :func:`~llm_compiler.dialects.grounding.answer_values`).
         """
         ctx = self.context
         extras: dict[str, Any] = {}
         if ctx.constrained:
+            numbers, anchors = answer_values(ctx)
             extras["grammar"] = joiner_grammar(
-                allow_replan=not ctx.last_round, thought_label=ctx.chat
+                allow_replan=not ctx.last_round,
+                thought_label=ctx.chat,
+                numbers=numbers,
+                anchors=anchors,
             )
         if ctx.chat:
             return LLMRequest(

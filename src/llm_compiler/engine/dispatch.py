@@ -17,7 +17,8 @@ from llama_index.core.tools import BaseTool
 from workflows import Context
 
 from llm_compiler.engine.planner import publish
-from llm_compiler.engine.scheduler import Decision
+from llm_compiler.engine.policy import RunPolicies, call_keys
+from llm_compiler.engine.scheduler import Decision, task_arguments
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import (
     CompiledPlan,
@@ -26,12 +27,14 @@ from llm_compiler.events import (
     PlanApprovalResponse,
     PlanEvent,
     ReplanEvent,
+    TaskApprovalRequest,
     TaskReady,
     TaskResult,
+    TaskWaiting,
     call_key,
 )
-from llm_compiler.plan import PlanTask, resolve_kwargs
-from llm_compiler.tools import ToolSet, validate_arguments
+from llm_compiler.plan import PlanTask
+from llm_compiler.tools import ToolSet, jsonable, validate_arguments
 
 #: Runs whose prepared calls one workflow instance keeps (the rest prepare them again).
 CALLS_KEPT = 1024
@@ -82,9 +85,9 @@ def prepare(
     state: CompilerState, task: PlanTask, tool: BaseTool | None
 ) -> tuple[dict[str, Any], str | None]:
     """The call of a dispatched `task` prepared from the facts: its arguments resolved
-    from its inputs' outputs and validated (for a call :class:`Calls` does not hold)."""
-    kwargs = resolve_kwargs(task.kwargs, {d: state.outcomes[d].output for d in task.deps})
-    return checked(tool, kwargs)
+    from its inputs' outputs (and a verdict's edits, if it was held) and validated (for a
+    call :class:`Calls` does not hold)."""
+    return checked(tool, task_arguments(state, task))
 
 
 def emit(
@@ -94,11 +97,15 @@ def emit(
     decision: Decision,
     calls: Calls | None = None,
     on_not_run: Callable[[PlanTask, str, bool, Any], None] | None = None,
+    rules: RunPolicies | None = None,
 ) -> None:
     """Publish what the scheduler decided: results of tasks that cannot run, and
     ``TaskReady`` for each task to run now (its arguments validated and recorded in
     `calls`: a call that does not fit the tool's schema is an error observation instead).
-    `on_not_run` is told of each task that will not run (task, message, skipped, arguments)."""
+    `on_not_run` is told of each task that will not run (task, message, skipped, arguments).
+    Held tasks (a ``TaskApprovalRequest``) and waits for a slot (``TaskWaiting``) go to the
+    stream."""
+    rules = rules or RunPolicies()
     for task, message, skipped in decision.failed:
         if on_not_run is not None:
             on_not_run(task, message, skipped, task.kwargs)
@@ -113,10 +120,40 @@ def emit(
             continue
         if calls is not None:
             calls.put(state.run_id, task.id, args)
+        policy = rules.of(task.tool)
         ready = TaskReady(
-            round=task.round, run_id=state.run_id, task_id=task.id, tool_name=task.tool, args=args
+            round=task.round,
+            run_id=state.run_id,
+            task_id=task.id,
+            tool_name=task.tool,
+            args=args,
+            policy=policy.shown(),
+            resource_keys=list(call_keys(policy, task.tool, kwargs)),
+            waited=decision.waited.get(task.id, 0.0),
         )
         publish(ctx, ready)
+    for task, args in decision.held:
+        shown = rules.of(task.tool).shown()
+        ctx.write_event_to_stream(held_request(task, state.run_id, args, shown))
+    for task, slot in decision.waiting:
+        waiting = TaskWaiting(
+            round=task.round, run_id=state.run_id, task_id=task.id, tool_name=task.tool, slot=slot
+        )
+        ctx.write_event_to_stream(waiting)
+
+
+def held_request(
+    task: PlanTask, run_id: str, args: dict[str, Any], policy: dict[str, Any]
+) -> TaskApprovalRequest:
+    """The request for a verdict on held `task` (the same however often it is made)."""
+    return TaskApprovalRequest(
+        round=task.round,
+        run_id=run_id,
+        task_id=task.id,
+        tool_name=task.tool,
+        args=jsonable(args),
+        policy=policy,
+    )
 
 
 def fan_in(ctx: Context[Any], state: CompilerState, ev: PlanEvent | TaskResult) -> JoinEvent | None:
@@ -176,9 +213,10 @@ def return_direct(state: CompilerState, tools: ToolSet, round: int) -> int | Non
     return None
 
 
-def approval_request(plan: PlanEvent) -> PlanApprovalRequest:
+def approval_request(plan: PlanEvent, rules: RunPolicies | None = None) -> PlanApprovalRequest:
     """The request for a verdict on a round's complete plan."""
-    return PlanApprovalRequest(round=plan.round, run_id=plan.run_id, plan=compiled(plan))
+    shown = compiled(plan, rules)
+    return PlanApprovalRequest(round=plan.round, run_id=plan.run_id, plan=shown)
 
 
 def verdict_of(ev: PlanApprovalResponse) -> PlanApprovalResponse:
@@ -188,10 +226,13 @@ def verdict_of(ev: PlanApprovalResponse) -> PlanApprovalResponse:
     )
 
 
-def compiled(plan: PlanEvent) -> CompiledPlan:
-    """The compiled-plan view of a round's complete ``PlanEvent``."""
+def compiled(plan: PlanEvent, rules: RunPolicies | None = None) -> CompiledPlan:
+    """The compiled-plan view of a round's complete ``PlanEvent``, with the policy of
+    each tool it calls."""
+    rules = rules or RunPolicies()
     return CompiledPlan(
         tasks=plan.tasks,
+        policies={t.tool: rules.of(t.tool).shown() for t in plan.tasks if t.error is None},
         errors=plan.errors,
         error_kinds=plan.error_kinds,
         text=plan.text,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from llama_index.core.tools import BaseTool
@@ -12,6 +13,7 @@ from llama_index.core.tools import BaseTool
 from llm_compiler.events import TaskReady, TaskResult
 from llm_compiler.tools import call_tool, jsonable
 from llm_compiler.tools.calls import calling
+from llm_compiler.tools.policy import DEFAULT_POLICY, ToolPolicy
 
 
 class _ToolRaisedTimeout(Exception):
@@ -31,6 +33,10 @@ def _run_cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
+Sleep = Callable[[float], Awaitable[Any]]
+OnAttempt = Callable[[int, int, "str | None"], Awaitable[None]]
+
+
 async def run_task(
     ev: TaskReady,
     tool: BaseTool | None,
@@ -38,37 +44,35 @@ async def run_task(
     timeout: float | None,
     context: Any,
     max_chars: int | None = None,
+    policy: ToolPolicy = DEFAULT_POLICY,
+    sleep: Sleep = asyncio.sleep,
+    on_attempt: OnAttempt | None = None,
 ) -> TaskResult:
     """Call the tool with the call's validated arguments (``ev.args``, see
     :func:`~llm_compiler.engine.dispatch.checked`) under `timeout`; report the outcome.
 
-    The tool sees the call's stable :func:`~llm_compiler.idempotency_key`.
-    A tool that raises anything (``TimeoutError`` and ``CancelledError`` included) gives
-    an error observation; only a cancellation of the run itself propagates. An output
-    longer than `max_chars` (as JSON) is cut to that many characters of text.
+    The tool sees the call's stable :func:`~llm_compiler.idempotency_key`
+    (the same on every try). A tool that raises anything (``TimeoutError`` and
+    ``CancelledError`` included) gives an error observation; only a cancellation of the
+    run itself propagates. A failure `policy` retries is tried again after its backoff
+    (waited with `sleep`; an ``at_most_once`` tool is tried once); `on_attempt(n, of,
+    previous_error)` is awaited as each try starts, before the call. An output longer
+    than `max_chars` (as JSON) is cut to that many characters of text.
     """
     started = time.time()
-    output: Any
-    try:
-        if tool is None:
-            raise LookupError(f"This run has no tool {ev.tool_name!r}.")
-        with calling(ev.call_key):
-            call = call_tool(tool, ev.args, context)
-            output = jsonable(await asyncio.wait_for(_own_timeouts_only(call), timeout))
-        output = bounded(output, max_chars)
-        is_error = False
-    except asyncio.CancelledError as e:
-        if _run_cancelled():
-            raise
-        output, is_error = _error(e), True
-    except _ToolRaisedTimeout as e:
-        output, is_error = _error(e.__cause__ or e), True
-    except TimeoutError:
-        output, is_error = f"Error: {ev.tool_name} timed out after {timeout:g} s.", True
-    except BaseException as e:  # noqa: BLE001 - a tool's failure is data, whatever it is
-        if isinstance(e, (KeyboardInterrupt, SystemExit)) and _run_cancelled():
-            raise
-        output, is_error = _error(e), True
+    attempts, attempt = policy.attempts, 1
+    timeout = policy.timeout or timeout
+    previous: str | None = None
+    while True:
+        if on_attempt is not None and tool is not None:
+            await on_attempt(attempt, attempts, previous)
+        output, is_error, error = await _try(ev, tool, timeout, context, max_chars)
+        retry = error is not None and attempt < attempts and policy.retry.retries(error)
+        if not retry:
+            break
+        previous = output if isinstance(output, str) else None
+        await sleep(policy.retry.delay(attempt))
+        attempt += 1
     return TaskResult(
         round=ev.round,
         task_id=ev.task_id,
@@ -77,7 +81,36 @@ async def run_task(
         is_error=is_error,
         started_at=started,
         finished_at=time.time(),
+        attempts=attempt,
+        waited=ev.waited,
     )
+
+
+async def _try(
+    ev: TaskReady, tool: BaseTool | None, timeout: float | None, context: Any, max_chars: int | None
+) -> tuple[Any, bool, BaseException | None]:
+    """One try: (output, is_error, the error a retry policy may retry, if any). The
+    arguments were validated at dispatch."""
+    if tool is None:  # no retry finds a tool the run does not have
+        return _error(LookupError(f"This run has no tool {ev.tool_name!r}.")), True, None
+    try:
+        with calling(ev.call_key):
+            call = call_tool(tool, ev.args, context)
+            output = jsonable(await asyncio.wait_for(_own_timeouts_only(call), timeout))
+        return bounded(output, max_chars), False, None
+    except asyncio.CancelledError as e:
+        if _run_cancelled():
+            raise
+        return _error(e), True, e
+    except _ToolRaisedTimeout as e:
+        cause = e.__cause__ or e
+        return _error(cause), True, cause
+    except TimeoutError as e:
+        return f"Error: {ev.tool_name} timed out after {timeout:g} s.", True, e
+    except BaseException as e:  # noqa: BLE001 - a tool's failure is data, whatever it is
+        if isinstance(e, (KeyboardInterrupt, SystemExit)) and _run_cancelled():
+            raise
+        return _error(e), True, e
 
 
 def bounded(output: Any, max_chars: int | None) -> Any:

@@ -8,6 +8,7 @@ writing the rest of the plan.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -122,6 +123,36 @@ class Planner:
         self.llm, self.dialect, self.config, self.name = llm, dialect, config, name
         self.tracer = tracer or Tracer(name, enabled=False)
         self.prices = price_table(config.prices) if prices is None else prices
+        self._warming: set[asyncio.Task[None]] = set()
+
+    def warm(self, state: CompilerState, tools: ToolSet | None, prompt: PromptContext) -> None:
+        """Have the embedded model read the planner's static prompt again, in the background.
+
+        llama.cpp keeps only the previous prompt's evaluated prefix, and the joiner's
+        prompt evicts the planner's: after an answer, a one-token request with the
+        planner's instructions, tools and examples (the dialect's ``warm_request``)
+        leaves them evaluated for the next question. Only for the embedded model's
+        client; errors are ignored (it is an optimization).
+        """
+        make = getattr(self.dialect, "warm_request", None)
+        if (
+            make is None
+            or tools is None
+            or not getattr(self.llm, "llm_compiler_constrained", False)
+        ):
+            return
+        request = make(self.context(state, tools, prompt, constrained=True))
+        if request is None or request.prompt is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._warm(request.prompt))
+        self._warming.add(task)
+        task.add_done_callback(self._warming.discard)
+
+    async def _warm(self, prompt: str) -> None:
+        try:
+            await self.llm.acomplete(prompt, formatted=True, max_tokens=1)
+        except Exception as e:  # noqa: BLE001 - a failed warm-up only costs the next question time
+            logger.debug("Warming the planner prompt failed: %s", e)
 
     def context(
         self, state: CompilerState, tools: ToolSet, prompt: PromptContext, constrained: bool

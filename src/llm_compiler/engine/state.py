@@ -16,7 +16,7 @@ bookkeeping (blocked, queued, running) is derived from ``log``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import BaseMemory
@@ -41,10 +41,23 @@ class RoundState(BaseModel):
     replan_reason: str | None = None
 
 
+class TaskVerdict(BaseModel):
+    """A human's verdict on a held task (from its ``TaskApprovalResponse``)."""
+
+    task_id: int
+    action: Literal["approve", "edit", "reject"] = "approve"
+    args: dict[str, Any] | None = None
+    reason: str = ""
+
+
 class SchedStep(BaseModel):
     """One event the scheduler took, as the facts it added: its entry in the journal."""
 
     event_id: str
+    at: float = 0.0
+    """When the scheduler took it (``time.time()``): how long ready tasks waited."""
+    verdict: TaskVerdict | None = None
+    """The verdict on a held task this event recorded."""
     admit: list[int] = Field(default_factory=list)
     """Tasks admitted, in order."""
     settle: int | None = None

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from llama_index.core.llms import LLM, ChatMessage, MessageRole
@@ -39,6 +40,7 @@ from workflows.handler import WorkflowHandler
 
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config, split_config
 from llm_compiler.dialects.base import DirectAnswer, JoinerDecision, PlanDialect
+from llm_compiler.dialects.grounding import failed_tasks, replan_reason
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.engine.dispatch import (
@@ -56,12 +58,21 @@ from llm_compiler.engine.dispatch import (
 from llm_compiler.engine.executor import run_task
 from llm_compiler.engine.llm import Metered, default_llm, is_chat, metered_call, require_llm
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
+from llm_compiler.engine.policy import Resume, RunPolicies, resume_in_flight
 from llm_compiler.engine.runs import RunRegistry, RunTools
-from llm_compiler.engine.scheduler import Books, Decision, facts_of, fold, runnable, with_facts
+from llm_compiler.engine.scheduler import (
+    Books,
+    Decision,
+    facts_of,
+    fold,
+    runnable,
+    with_facts,
+)
 from llm_compiler.engine.state import CompilerState, round_records
 from llm_compiler.engine.summary import CompilerOutput, round_summary, summarize
 from llm_compiler.errors import ConfigurationError, RunError
 from llm_compiler.events import (
+    AwaitingApproval,
     CompiledPlan,
     CompilerStartEvent,
     JoinEvent,
@@ -69,11 +80,14 @@ from llm_compiler.events import (
     PlanApprovalResponse,
     PlanEvent,
     ReplanEvent,
+    TaskApprovalResponse,
     TaskReady,
     TaskResult,
+    TaskStarted,
 )
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolLike, ToolSet, tool_map
+from llm_compiler.tools.policy import ToolPolicy
 from llm_compiler.tracing import Tracer, price_table
 from llm_compiler.tracing.spans import Active
 from llm_compiler.tracing.usage import LLMCallUsage
@@ -149,7 +163,12 @@ class LLMCompilerWorkflow(Workflow):
         prices = price_table(self.config.prices)
         self._planner = Planner(self.llm, self.dialect, self.config, name, self._tracer, prices)
         self._runs = RunRegistry()
-        self._books = Books(self.config.concurrency)
+        self._books = Books(self.config.concurrency, rules=self._rules)
+        self.retry_sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
+        """Waits a retry's backoff (tests put a recorder here: no real sleeps)."""
+        self.before_tool_call: Callable[[TaskStarted], Awaitable[None]] | None = None
+        """Awaited before each try of a tool call (a durable runtime records there that an
+        ``at_most_once`` call started; see :meth:`after_crash`)."""
         self._run_tools = RunTools()
         self._calls = Calls()
 
@@ -171,6 +190,32 @@ class LLMCompilerWorkflow(Workflow):
         self._tracer.watch(handler, run_id)
         self._runs.started(handler, run_id, new_turn)
         return handler
+
+    def _rules(self, state: CompilerState) -> RunPolicies:
+        """The policies of the run's tools (the workflow's own if this process does not
+        hold the run's tool set), its cap and task order."""
+        known = self._run_tools.known(state.run_id)
+        tools = known if known is not None else self.tools.values()
+        return RunPolicies.build(
+            tools, self.config.tool_policies, self.config.concurrency, self.config.task_order
+        )
+
+    def run_policies(self, state: CompilerState) -> RunPolicies:
+        """The policies, cap and task order the run of `state` is scheduled under (what a
+        runtime that folds the run's journal must fold it with)."""
+        return self._rules(state)
+
+    def policy_of(self, state: CompilerState, tool: str) -> ToolPolicy:
+        """The policy the run of `state` applies to `tool`."""
+        return self._rules(state).of(tool)
+
+    def after_crash(self, state: CompilerState, task_id: int) -> Resume:
+        """What to do with task `task_id` of `state`'s run, started before a crash with no
+        result recorded: run it again (``pure``, ``idempotent``: with the same
+        idempotency key), or record the returned "outcome unknown" error observation
+        (``at_most_once``). For a durable runtime resuming the run."""
+        task = state.tasks[task_id]
+        return resume_in_flight(task, state.run_id, self.policy_of(state, task.tool))
 
     def _stale(self, ev: Any, state: CompilerState) -> bool:
         """Whether `ev` is a late event of an earlier run on this context."""
@@ -199,7 +244,8 @@ class LLMCompilerWorkflow(Workflow):
         if isinstance(ev, ReplanEvent) and (self._stale(ev, state) or ev.round != state.round):
             return None  # a late event of an earlier, cancelled run on this context
         if state.held is not None and state.held.round == state.round:
-            return approval_request(state.held)  # made before, waits for a verdict: ask again
+            # Made before, waits for a verdict: ask again.
+            return approval_request(state.held, self._rules(state))
         tools = await self._tools(state)
         context = self._planner.context(state, tools, self._prompt(state), self._constrained())
         self._tracer.start_round(state.run_id, state.round)
@@ -208,9 +254,10 @@ class LLMCompilerWorkflow(Workflow):
         if state.mode == "run":
             return final  # the scheduler records it, with the planner call that made it
         await self._hold(ctx, final, approve=state.mode == "approve")
+        rules = self._rules(state)
         if state.mode == "plan_only":
-            return StopEvent(result=compiled(final))
-        return approval_request(final)
+            return StopEvent(result=compiled(final, rules))
+        return approval_request(final, rules)
 
     async def _hold(self, ctx: Context[CompilerState], plan: PlanEvent, approve: bool) -> None:
         """Record, in one write, a plan no scheduler takes now: the planner call that made
@@ -354,6 +401,7 @@ class LLMCompilerWorkflow(Workflow):
             chat=is_chat(self.llm),
             last_round=last_round,
             constrained=self._constrained(),
+            tools=list(self.run_tools(state.run_id) or ()),
         )
 
     def _constrained(self) -> bool:
@@ -366,9 +414,10 @@ class LLMCompilerWorkflow(Workflow):
 
     @step(num_workers=1)
     async def schedule(
-        self, ctx: Context[CompilerState], ev: PlanEvent | TaskResult
+        self, ctx: Context[CompilerState], ev: PlanEvent | TaskResult | TaskApprovalResponse
     ) -> TaskReady | TaskResult | JoinEvent | None:
-        """Admit tasks, settle results, dispatch what is ready; join when all settled.
+        """Admit tasks, settle results, take verdicts on held tasks, dispatch what is
+        ready (within the tools' limits); join when all settled.
 
         The facts an event adds (tasks, a result) are written in one write, with the
         event's entry in the run's log; what to dispatch is the fold of that log
@@ -388,7 +437,8 @@ class LLMCompilerWorkflow(Workflow):
         if pos is not None:
             if pos != book.n - 1:
                 return None  # an event taken before, delivered again
-            book = fold(state, self.config.concurrency, upto=pos)  # our own step, again
+            rules = self._rules(state)
+            book = fold(state, self.config.concurrency, upto=pos, rules=rules)  # our step, again
             decision = book.apply(state.log[pos], state.tasks, state.outcomes)
         else:
             facts = facts_of(ev, state, book)
@@ -399,7 +449,12 @@ class LLMCompilerWorkflow(Workflow):
             decision = book.apply(facts.entry, state.tasks, state.outcomes)
             await ctx.store.set_state(state)
         self._emit(ctx, state, decision)
-        if isinstance(ev, PlanEvent) and not ev.complete:
+        held = book.only_held()
+        rounds = state.rounds
+        if held and state.round < len(rounds) and rounds[state.round].complete:
+            awaiting = AwaitingApproval(round=state.round, run_id=state.run_id, task_ids=held)
+            ctx.write_event_to_stream(awaiting)
+        if isinstance(ev, TaskApprovalResponse) or (isinstance(ev, PlanEvent) and not ev.complete):
             return None
         return fan_in(ctx, state, ev)
 
@@ -410,7 +465,8 @@ class LLMCompilerWorkflow(Workflow):
             )
 
         tools = self._run_tools.known(state.run_id)
-        emit(ctx, state, tools, decision, self._calls, on_not_run=traced)
+        rules = self._rules(state)
+        emit(ctx, state, tools, decision, self._calls, on_not_run=traced, rules=rules)
 
     # ------------------------------------------------------------------ executor
 
@@ -425,8 +481,11 @@ class LLMCompilerWorkflow(Workflow):
         if self._stale(ev, state):
             return None  # a late event of an earlier, cancelled run on this context
         task = state.tasks.get(ev.task_id)
-        if task is None or task.round != ev.round or not self._dispatched(state, ev.task_id):
-            return None  # not a task of the plan, not dispatched, or settled
+        policy = self._rules(state).of(task.tool) if task is not None else None
+        if task is None or task.round != ev.round or policy is None:
+            return None  # not a task of the plan
+        if not self._dispatched(state, ev.task_id, policy.requires_approval):
+            return None  # not dispatched, not approved, or settled
         tool = (await self._tools(state)).get(task.tool)
         args = self._calls.take(state.run_id, task.id)
         if args is None:  # dispatched by another process (a resumed run)
@@ -436,7 +495,12 @@ class LLMCompilerWorkflow(Workflow):
                 ctx.write_event_to_stream(failed)
                 return failed
         ready = TaskReady(
-            round=task.round, run_id=state.run_id, task_id=task.id, tool_name=task.tool, args=args
+            round=task.round,
+            run_id=state.run_id,
+            task_id=task.id,
+            tool_name=task.tool,
+            args=args,
+            waited=ev.waited,  # shown only
         )
         span = self._tracer.start_task(
             state.run_id, task.id, task.round, task.tool, task.deps, args, tool
@@ -449,18 +513,48 @@ class LLMCompilerWorkflow(Workflow):
                 timeout=self.config.tool_timeout,
                 context=context,
                 max_chars=self.config.max_result_chars,
+                policy=policy,
+                sleep=self.retry_sleep,
+                on_attempt=partial(self._started, ctx, ready, policy.side_effect),
             )
         self._tracer.end_task(state.run_id, task.id, result.output, result.is_error, False)
         result.run_id = state.run_id
         ctx.write_event_to_stream(result)
         return result
 
-    def _dispatched(self, state: CompilerState, task_id: int) -> bool:
+    async def _started(
+        self,
+        ctx: Context[CompilerState],
+        ev: TaskReady,
+        side_effect: str,
+        attempt: int,
+        attempts: int,
+        error: str | None,
+    ) -> None:
+        """Tell the stream a retry of `ev`'s call starts (the first try is its
+        ``TaskReady``), then await ``before_tool_call`` for every try."""
+        started = TaskStarted(
+            round=ev.round,
+            run_id=ev.run_id,
+            task_id=ev.task_id,
+            tool_name=ev.tool_name,
+            attempt=attempt,
+            attempts=attempts,
+            side_effect=side_effect,
+            idempotency_key=ev.call_key,
+            error=error,
+        )
+        if attempt > 1:
+            ctx.write_event_to_stream(started)
+        if self.before_tool_call is not None:
+            await self.before_tool_call(started)
+
+    def _dispatched(self, state: CompilerState, task_id: int, needs_approval: bool) -> bool:
         """Whether the scheduler dispatched `task_id` and it is not settled."""
         book = self._books.peek(state)
         if book is not None:
             return task_id in book.running
-        return runnable(state, task_id)
+        return runnable(state, task_id, needs_approval)
 
     # ------------------------------------------------------------------ joiner
 
@@ -469,6 +563,9 @@ class LLMCompilerWorkflow(Workflow):
         self, ctx: Context[CompilerState], ev: JoinEvent
     ) -> StopEvent | ReplanEvent | None:
         """Ask the joiner to finish or replan; the last allowed round always finishes.
+
+        Under constrained decoding a first round with lookups that found nothing is
+        planned again once, with what failed as the reason, before any joiner call.
 
         A task whose tool is ``return_direct`` ends the run with its output instead, and
         so does a dialect's :class:`~llm_compiler.dialects.base.DirectAnswer`. A blank
@@ -493,6 +590,9 @@ class LLMCompilerWorkflow(Workflow):
             if direct_answer is not None:
                 return StopEvent(result=await self._finish(ctx, state, direct_answer))
         last = state.replans >= self.config.max_replans
+        retry = None if last else self._nothing_found(state, ev.round)
+        if retry is not None:
+            return await self._replan(ctx, state, ev.round, JoinVerdict(retry, []))
         verdict = await self._verdict(ctx, state, ev.round, last)
         decision = verdict.decision
         if decision.action == "replan" and not last:
@@ -526,6 +626,17 @@ class LLMCompilerWorkflow(Workflow):
             )
         again = JoinerDecision("replan", "The joiner gave no answer; plan again.", decision.thought)
         return JoinVerdict(again, calls)
+
+    def _nothing_found(self, state: CompilerState, round: int) -> JoinerDecision | None:
+        """A replan, without asking the joiner, of a first round whose lookups found nothing.
+
+        Only under constrained decoding (small local models, which answer from failed
+        lookups); other models' joiners see the failures and decide.
+        """
+        if state.replans or not self._constrained():
+            return None
+        failed = failed_tasks(self._prompt(state).rounds[round])
+        return JoinerDecision("replan", replan_reason(failed)) if failed else None
 
     async def _decide(
         self, ctx: Context[CompilerState], state: CompilerState, round: int, last: bool
@@ -593,6 +704,8 @@ class LLMCompilerWorkflow(Workflow):
                     await state.memory.aput(message)
             answer, direct = s.answer, s.direct
             state = s.model_copy()
+        # While the run's tools are still known to this process.
+        self._planner.warm(state, self.run_tools(state.run_id), self._prompt(state))
         self._books.forget(state.run_id)
         self._calls.forget(state.run_id)
         return self._output(state, answer, direct)

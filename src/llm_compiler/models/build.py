@@ -177,22 +177,39 @@ def install(build: Build) -> None:
     wheel = cached_wheel(build) or build_wheel(build)
     command = _pip("install", "-q", "--no-deps", "--no-index", "--force-reinstall")
     subprocess.run([*command, str(wheel)], check=True)
-    record_path().write_text(json.dumps(_record(build), indent=1))
+    record = {**_record(build), "libraries": library_digests()}
+    record_path().write_text(json.dumps(record, indent=1))
 
 
 def ensure(build: Build) -> bool:
-    """Install `build` unless this environment has it already; True when it installed."""
+    """Install `build` unless this environment has it already; True when it installed.
+
+    "Has it" means: the record names `build` and the installed libraries are still the
+    ones that install wrote (any other install of llama-cpp-python replaces them).
+    """
     record = installed_build()
-    if record and record.get("key") == build.key and _llama_importable():
+    digests = library_digests()
+    if record and record.get("key") == build.key and digests and record.get("libraries") == digests:
         return False
     install(build)
     return True
 
 
-def _llama_importable() -> bool:
+def library_digests() -> dict[str, str]:
+    """SHA-256 of each llama.cpp library the installed ``llama_cpp`` package holds."""
+    import importlib
     import importlib.util
 
-    return importlib.util.find_spec("llama_cpp") is not None
+    importlib.invalidate_caches()  # pip may have just replaced the package
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or spec.origin is None:
+        return {}
+    folder = Path(spec.origin).parent
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("lib*.so*"))
+        if path.is_file() and not path.is_symlink()
+    }
 
 
 def check(timeout: float = 180.0) -> str | None:

@@ -10,6 +10,15 @@ JSON-Patch ``STATE_DELTA``s; per task ``TOOL_CALL_START``/``ARGS``/``END`` when 
 and ``TOOL_CALL_RESULT`` when it settles; the joiner's tokens as a reasoning message;
 the answer as a text message; ``RUN_FINISHED`` (or ``RUN_ERROR``).
 
+A task whose tool requires approval is ``held`` in the DAG state while the rest runs; when
+nothing else can run, the turn ends with ``RUN_FINISHED`` whose outcome is an
+``interrupt``, one per held task (its id is the task's approval id, its
+``response_schema`` the verdict: ``action`` approve / edit / reject, ``args``,
+``reason``). The client answers with a new ``RunAgentInput`` whose ``resume`` entries
+name those ids (``resolved`` with the verdict as ``payload``; ``cancelled`` rejects), and
+that request streams the rest of the same run. Slot waits and retries show in the state
+(``waiting``, ``attempt``).
+
 The adapter is written on ``ag-ui-protocol`` (types and encoder) rather than
 ``llama-index-protocols-ag-ui``: that package's router only forwards its own wrapper
 events (a compiler run would show nothing) and needs fastapi.
@@ -33,7 +42,19 @@ from workflows import Workflow
 from workflows.events import Event, StopEvent
 
 from llm_compiler import _upstream
-from llm_compiler.events import CompilerStream, PlanEvent, ReplanEvent, TaskReady, TaskResult
+from llm_compiler.events import (
+    AwaitingApproval,
+    CompilerStream,
+    PlanEvent,
+    ReplanEvent,
+    TaskApprovalRequest,
+    TaskApprovalResponse,
+    TaskReady,
+    TaskResult,
+    TaskStarted,
+    TaskWaiting,
+)
+from llm_compiler.serving.client_events import check_task_verdict
 from llm_compiler.serving.guard import BadRequest, BodyRoute, Checked, field_errors, parsed
 
 if TYPE_CHECKING:
@@ -43,6 +64,15 @@ if TYPE_CHECKING:
     from llm_compiler._upstream import StoredEvent
 
 _MAX_RESULT_CHARS = 4000
+#: The verdict a client sends as a resume entry's payload.
+VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {"enum": ["approve", "edit", "reject"], "default": "approve"},
+        "args": {"type": "object", "description": "with edit: arguments that replace these"},
+        "reason": {"type": "string"},
+    },
+}
 
 
 class AGUITranslator:
@@ -59,6 +89,7 @@ class AGUITranslator:
         self.state: dict[str, Any] = {"round": 0, "tasks": {}, "replans": [], "answer": None}
         self._started: set[int] = set()
         self._reasoning: str | None = None
+        self._held: dict[int, TaskApprovalRequest] = {}
 
     def start(self, question: str) -> list[BaseEvent]:
         """The opening events: run started and the (empty) DAG state."""
@@ -84,7 +115,52 @@ class AGUITranslator:
             return self._replan(ev)
         if isinstance(ev, StopEvent):
             return self._finish(str(ev.result))
+        return self._policy_event(ev)
+
+    def _policy_event(self, ev: Any) -> list[BaseEvent]:
+        """Held tasks, slot waits, retries, and the interrupt when only held tasks remain."""
+        if isinstance(ev, TaskApprovalRequest):
+            self._held[ev.task_id] = ev
+            ops = self._set(ev.task_id, state="held")
+            if ops:
+                path = f"/tasks/{ev.task_id}/policy"
+                ops.append({"op": "add", "path": path, "value": ev.policy})
+            return self._patch(*ops) if ops else []
+        if isinstance(ev, TaskWaiting):
+            return self._patch(*self._set(ev.task_id, state="waiting", waiting=ev.slot))
+        if isinstance(ev, TaskStarted) and str(ev.task_id) in self.state["tasks"]:
+            attempt = {"n": ev.attempt, "of": ev.attempts, "error": ev.error}
+            return self._patch(
+                {"op": "add", "path": f"/tasks/{ev.task_id}/attempt", "value": attempt}
+            )
+        if isinstance(ev, AwaitingApproval):
+            return self._interrupt(ev)
         return []
+
+    def _interrupt(self, ev: AwaitingApproval) -> list[BaseEvent]:
+        from ag_ui.core import Interrupt, RunFinishedEvent, RunFinishedInterruptOutcome
+
+        interrupts = []
+        for task_id in ev.task_ids:
+            held = self._held.get(task_id)
+            if held is None:
+                continue
+            call = f"{held.tool_name}({json.dumps(held.args, default=str)})"
+            interrupts.append(
+                Interrupt(
+                    id=held.approval_id,
+                    reason="tool_approval",
+                    message=f"Task {task_id}: {call} waits for approval.",
+                    tool_call_id=self._call_id(task_id),
+                    response_schema=VERDICT_SCHEMA,
+                    metadata={"task_id": task_id, "tool": held.tool_name, "args": held.args},
+                )
+            )
+        if not interrupts:
+            return []
+        outcome = RunFinishedInterruptOutcome(interrupts=interrupts)
+        finished = RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)
+        return [*self._end_reasoning(), finished]
 
     def fail(self, message: str) -> list[BaseEvent]:
         """The closing event of a failed run."""
@@ -114,6 +190,7 @@ class AGUITranslator:
                 "deps": task.deps,
                 "state": "error" if task.error else "planned",
                 "error": task.error,
+                "waiting": None,
             }
             self.state["tasks"][key] = node
             ops.append({"op": "add", "path": f"/tasks/{key}", "value": node})
@@ -152,7 +229,7 @@ class AGUITranslator:
     def _ready(self, ev: TaskReady) -> list[BaseEvent]:
         self.state["tasks"].get(str(ev.task_id), {}).setdefault("args", ev.args)
         events = self._tool_call(ev.task_id, ev.tool_name, ev.args)
-        return events + self._patch(*self._set(ev.task_id, state="running"))
+        return events + self._patch(*self._set(ev.task_id, state="running", waiting=None))
 
     def _result(self, ev: TaskResult) -> list[BaseEvent]:
         from ag_ui.core import ToolCallResultEvent
@@ -239,7 +316,18 @@ class AGUITranslator:
 
 #: The events a chat UI is shown, by the type name they are stored under.
 SHOWN: dict[str, type[Event]] = {
-    c.__name__: c for c in (PlanEvent, TaskReady, TaskResult, CompilerStream, ReplanEvent)
+    c.__name__: c
+    for c in (
+        PlanEvent,
+        TaskReady,
+        TaskResult,
+        CompilerStream,
+        ReplanEvent,
+        TaskApprovalRequest,
+        TaskWaiting,
+        TaskStarted,
+        AwaitingApproval,
+    )
 }
 #: Stored terminal events that end a run without an answer.
 FAILED = {"WorkflowFailedEvent", "WorkflowTimedOutEvent", "WorkflowCancelledEvent"}
@@ -263,15 +351,51 @@ class ChatTurn:
     history: list[ChatMessage]
 
 
-def question_of(data: Mapping[str, Any]) -> ChatTurn:
-    """The turn a ``RunAgentInput`` body asks for, or :class:`BadRequest`."""
+def run_input_of(data: Mapping[str, Any]) -> RunAgentInput:
+    """`data` as a ``RunAgentInput``, or :class:`BadRequest`."""
     from ag_ui.core import RunAgentInput
     from pydantic import ValidationError
 
     try:
-        run_input = RunAgentInput.model_validate(data)
+        return RunAgentInput.model_validate(data)
     except ValidationError as e:
         raise BadRequest(400, f"Not an AG-UI RunAgentInput: {field_errors(e)}") from None
+
+
+def verdicts_of(run_input: RunAgentInput) -> list[TaskApprovalResponse]:
+    """The verdicts a ``RunAgentInput``'s ``resume`` entries give (none: a new question).
+
+    An entry's ``interrupt_id`` is a held task's approval id (``run_id:round:task_id``);
+    ``resolved`` takes the verdict from ``payload`` (default approve), ``cancelled``
+    rejects. Every entry must name the same run.
+    """
+    from pydantic import ValidationError
+
+    verdicts = []
+    for entry in run_input.resume or ():
+        run_id, _, rest = entry.interrupt_id.rpartition(":")
+        run_id, _, round = run_id.rpartition(":")
+        payload = entry.payload if isinstance(entry.payload, dict) else {}
+        if entry.status == "cancelled":
+            payload = {"action": "reject", "reason": payload.get("reason") or "cancelled"}
+        try:
+            verdict = TaskApprovalResponse.model_validate(
+                {**payload, "run_id": run_id, "round": round, "task_id": rest}
+            )
+        except ValidationError as e:
+            where = ".".join(str(p) for p in e.errors()[0]["loc"])
+            raise BadRequest(
+                400, f"Invalid resume entry {entry.interrupt_id!r}: {where}."
+            ) from None
+        verdicts.append(verdict)
+    if len({v.run_id for v in verdicts}) > 1:
+        raise BadRequest(400, "The resume entries of one request must answer one run.")
+    return verdicts
+
+
+def question_of(data: Mapping[str, Any] | RunAgentInput) -> ChatTurn:
+    """The turn a ``RunAgentInput`` body asks for, or :class:`BadRequest`."""
+    run_input = data if not isinstance(data, Mapping) else run_input_of(data)
     users = [i for i, m in enumerate(run_input.messages) if m.role == "user"]
     last = users[-1] if users else None
     question = _text(run_input.messages[last].content) if last is not None else ""
@@ -315,14 +439,48 @@ async def start_run(server: WorkflowServer, name: str, turn: ChatTurn) -> tuple[
     return data.handler_id, data.run_id
 
 
+async def resume_run(
+    server: WorkflowServer,
+    store: AbstractWorkflowStore,
+    run_input: RunAgentInput,
+    verdicts: list[TaskApprovalResponse],
+) -> tuple[ChatTurn, tuple[str, str], AGUITranslator, int]:
+    """Send `verdicts` to the run they answer (checked as ``POST /events`` checks them).
+
+    Returns the turn, the run's (handler id, run id), a translator that has seen the run's
+    events so far, and the sequence to stream after.
+    """
+    from llama_agents.server import HandlerQuery
+
+    run_id = verdicts[0].run_id
+    found = await store.query(HandlerQuery(run_id_in=[run_id]))
+    if not found:
+        raise BadRequest(404, f"No run {run_id!r} to resume.")
+    for verdict in verdicts:
+        await check_task_verdict(store, run_id, verdict)
+    translator = AGUITranslator(run_input.thread_id, run_input.run_id)
+    after = -1
+    for stored in await store.query_events(run_id):
+        _translate(translator, stored)
+        after = stored.sequence
+    for verdict in verdicts:
+        await _upstream.workflow_service(server).send_event(found[0].handler_id, verdict)
+    question = str(translator.state.get("question") or "")
+    turn = ChatTurn(run_input.thread_id, run_input.run_id, question, [])
+    return turn, (found[0].handler_id, run_id), translator, after
+
+
 async def agui_events(
     server: WorkflowServer,
     store: AbstractWorkflowStore,
     turn: ChatTurn,
     ids: tuple[str, str],
     gone: Callable[[], Awaitable[bool]],
+    translator: AGUITranslator | None = None,
+    after: int = -1,
 ) -> AsyncIterator[str]:
-    """Yield the AG-UI events (SSE lines) of the stored run `ids` (handler id, run id).
+    """Yield the AG-UI events (SSE lines) of the stored run `ids` (handler id, run id),
+    after sequence `after` (a resumed turn: `translator` has seen the ones before).
 
     If the stream stops before the run ends, the run is cancelled when the client went
     away (`gone`), and kept when the server is shutting down (it resumes on restart).
@@ -331,17 +489,19 @@ async def agui_events(
     from ag_ui.encoder import EventEncoder
 
     encoder = EventEncoder()
-    translator = AGUITranslator(turn.thread_id, turn.run_id)
+    translator = translator or AGUITranslator(turn.thread_id, turn.run_id)
     handler_id, run_id = ids
-    for event in translator.start(turn.question):
+    for event in translator.start(turn.question or translator.state.get("question", "")):
         yield encoder.encode(event)
     yield encoder.encode(CustomEvent(name="handler", value={"handler_id": handler_id}))
     ended = False
     try:
-        async for stored in store.subscribe_events(run_id, after_sequence=-1):
+        async for stored in store.subscribe_events(run_id, after_sequence=after):
             events, ended = _translate(translator, stored)
             for event in events:
                 yield encoder.encode(event)
+            if ended:
+                break  # the run's end, or an interrupt: the turn is over
     finally:
         if not ended:
             with anyio.CancelScope(shield=True):  # this task is being cancelled
@@ -364,7 +524,8 @@ def _translate(translator: AGUITranslator, stored: StoredEvent) -> tuple[list[Ba
     shown = SHOWN.get(envelope.type)
     if shown is None:
         return [], False
-    return translator.translate(shown.model_validate(envelope.value)), False
+    events = translator.translate(shown.model_validate(envelope.value))
+    return events, shown is AwaitingApproval and bool(events)
 
 
 def _answer(result: Any) -> str:
@@ -383,13 +544,26 @@ def _answer(result: Any) -> str:
 AGUI_PATH = re.compile(r"^/agui/(?P<name>[^/]+)/?$")
 
 
+@dataclass(frozen=True)
+class Resumption:
+    """A ``RunAgentInput`` whose ``resume`` entries answer a run's interrupts."""
+
+    run_input: RunAgentInput
+    verdicts: list[TaskApprovalResponse]
+
+
 def agui_body_route(workflows: Mapping[str, Workflow]) -> BodyRoute:
-    """The validator of ``POST /agui/{name}``: a known workflow and a :class:`ChatTurn`."""
+    """The validator of ``POST /agui/{name}``: a known workflow and a :class:`ChatTurn`, or
+    a :class:`Resumption`."""
 
     async def validate(match: re.Match[str], data: dict[str, Any], body: bytes) -> Checked:
         if match["name"] not in workflows:
             raise BadRequest(404, f"Unknown workflow {match['name']!r}.")
-        return Checked(question_of(data), body)
+        run_input = run_input_of(data)
+        verdicts = verdicts_of(run_input)
+        if verdicts:
+            return Checked(Resumption(run_input, verdicts), body)
+        return Checked(question_of(run_input), body)
 
     return BodyRoute(AGUI_PATH, validate)
 
@@ -401,12 +575,20 @@ def agui_route(server: WorkflowServer, store: AbstractWorkflowStore) -> Route:
     """
 
     async def endpoint(request: Request) -> Response:
-        turn: ChatTurn = parsed(request.scope)
+        asked: ChatTurn | Resumption = parsed(request.scope)
+        translator, after = None, -1
         try:
-            ids = await start_run(server, request.path_params["name"], turn)
+            if isinstance(asked, Resumption):
+                turn, ids, translator, after = await resume_run(
+                    server, store, asked.run_input, asked.verdicts
+                )
+            else:
+                turn = asked
+                ids = await start_run(server, request.path_params["name"], turn)
         except BadRequest as e:
             return JSONResponse({"detail": e.detail}, status_code=e.status)
-        stream = agui_events(server, store, turn, ids, request.is_disconnected)
+        gone = request.is_disconnected
+        stream = agui_events(server, store, turn, ids, gone, translator, after)
         headers = {"x-handler-id": ids[0], "cache-control": "no-cache"}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 

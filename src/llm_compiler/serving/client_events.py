@@ -4,7 +4,8 @@ The workflow server accepts any event type of a workflow there, engine events in
 forged ``TaskReady`` would run a tool no plan contained. The check in front of the
 server's endpoint accepts only human-response events (``HumanResponseEvent`` subclasses the
 workflow consumes or was registered with, e.g. :class:`~llm_compiler.events.PlanApprovalResponse`),
-checks that a plan approval answers the plan waiting (same run, same round), and passes
+checks that a plan approval answers the plan waiting (same run, same round) and a task
+verdict a task of the run's current round with no outcome and no verdict yet, and passes
 the event on, re-encoded from the validated object, to the server's endpoint (a validator
 of :class:`~llm_compiler.serving.guard.RequestGuard`).
 """
@@ -20,8 +21,9 @@ from pydantic import ValidationError
 from workflows import Workflow
 from workflows.events import Event, HumanResponseEvent
 
+from llm_compiler.engine.scheduler import task_verdict
 from llm_compiler.engine.state import CompilerState
-from llm_compiler.events import PlanApprovalResponse
+from llm_compiler.events import PlanApprovalResponse, TaskApprovalResponse
 from llm_compiler.serving.guard import BadRequest, BodyRoute, Checked, field_errors
 
 if TYPE_CHECKING:
@@ -69,6 +71,8 @@ class ClientEvents:
         event = self._event(handler.workflow_name, data.get("event"))
         if isinstance(event, PlanApprovalResponse):
             await self._check_approval(handler.run_id, event)
+        elif isinstance(event, TaskApprovalResponse):
+            await check_task_verdict(self.store, handler.run_id, event)
         envelope = {"type": type(event).__name__, "value": event.model_dump(mode="json")}
         step = data.get("step")
         forward = {"event": envelope, **({"step": step} if step else {})}
@@ -97,12 +101,8 @@ class ClientEvents:
             raise BadRequest(400, f"Invalid {kind}: {field_errors(e)}.") from None
 
     async def _check_approval(self, run_id: str | None, event: PlanApprovalResponse) -> None:
-        held = None
-        if run_id is not None:
-            try:
-                held = (await self.store.create_state_store(run_id, CompilerState).get_state()).held
-            except Exception:  # no state saved yet, or not a compiler's: nothing waits
-                held = None
+        state = await run_state(self.store, run_id)
+        held = state.held if state is not None else None
         if held is None:
             raise BadRequest(409, "No plan of this run is waiting for approval.")
         if (event.run_id, event.round) != (held.run_id, held.round):
@@ -111,6 +111,33 @@ class ClientEvents:
                 f"This approval answers run {event.run_id!r} round {event.round}, but the plan "
                 f"waiting is run {held.run_id!r} round {held.round}.",
             )
+
+
+async def run_state(store: AbstractWorkflowStore, run_id: str | None) -> CompilerState | None:
+    """The saved state of a compiler run, if there is one."""
+    if run_id is None:
+        return None
+    try:
+        state = await store.create_state_store(run_id, CompilerState).get_state()
+    except Exception:  # no state saved yet, or not a compiler's: nothing waits
+        return None
+    return state if isinstance(state, CompilerState) else None
+
+
+async def check_task_verdict(
+    store: AbstractWorkflowStore, run_id: str | None, event: TaskApprovalResponse
+) -> None:
+    """Refuse (409) a verdict that names no task of the run's current round waiting for
+    one: unknown, settled, or answered before. (The scheduler takes a verdict only for a
+    task it holds; this refuses the rest at the door.)"""
+    state = await run_state(store, run_id)
+    task = state.tasks.get(event.task_id) if state is not None else None
+    if state is None or task is None or event.run_id != state.run_id:
+        raise BadRequest(409, f"Run {event.run_id!r} has no task {event.task_id} waiting.")
+    if task.round != event.round or event.task_id in state.outcomes:
+        raise BadRequest(409, f"Task {event.task_id} of round {event.round} is not waiting.")
+    if task_verdict(state, event.task_id) is not None:
+        raise BadRequest(409, f"Task {event.task_id} has its verdict already.")
 
 
 def events_route(

@@ -8,6 +8,7 @@
 - :mod:`.schema`: tools made from JSON schemas (OpenAI, MCP, BFCL).
 - :mod:`.results`: tool outputs (MCP results, ToolOutputs, models) as values.
 - :mod:`.mcp`: tools from MCP servers (needs the ``mcp`` extra when used).
+- :mod:`.policy`: tool policies (side-effect class, approval, limits, keys, retries).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.plan import JOIN_TOOL
+from llm_compiler.tools.policy import declared, with_policy
 from llm_compiler.tools.threads import TOOL_THREADS, ToolThreads, threaded
 
 ToolLike = BaseTool | Callable[..., Any]
@@ -33,6 +34,9 @@ def to_tool(obj: ToolLike, threads: ToolThreads | None = None) -> BaseTool:
     else:
         tool = FunctionTool.from_defaults(fn=obj, async_fn=threaded(obj, threads or TOOL_THREADS))
     _resolve_annotations(tool, obj)
+    found = declared(obj)
+    if found is not None:
+        with_policy(tool, found)
     return tool
 
 

@@ -26,6 +26,7 @@ from llama_index.core.tools.types import AsyncBaseTool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from llm_compiler.errors import ConfigurationError
+from llm_compiler.tools.policy import ToolPolicy, with_policy
 from llm_compiler.tools.spec import inline_refs, is_identifier, schema_defs
 
 Handler = Callable[[str, dict[str, Any]], Any]
@@ -306,8 +307,10 @@ def tools_from_schemas(
     handler: Handler | None = None,
     *,
     functions: Mapping[str, Callable[..., Any]] | None = None,
+    policies: Mapping[str, ToolPolicy] | None = None,
 ) -> list[SchemaTool]:
-    """Tools for several definitions: one ``handler(name, args)`` or a function per name.
+    """Tools for several definitions: one ``handler(name, args)`` or a function per name,
+    each with its policy from `policies` (by tool name) if given.
 
     Raises:
         ConfigurationError: A definition is invalid or a tool has no callable.
@@ -318,7 +321,10 @@ def tools_from_schemas(
         fn = (functions or {}).get(name)
         if fn is None and handler is None:
             raise ConfigurationError(f"No function given for tool {name!r}.")
-        tools.append(SchemaTool(name, description, params, fn, handler=None if fn else handler))
+        tool = SchemaTool(name, description, params, fn, handler=None if fn else handler)
+        if policies is not None and name in policies:
+            with_policy(tool, policies[name])
+        tools.append(tool)
     return tools
 
 

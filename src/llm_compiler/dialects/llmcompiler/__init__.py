@@ -16,6 +16,7 @@ from typing import Any
 
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
 from llm_compiler.dialects.grammar import plan_grammar
+from llm_compiler.dialects.grounding import plan_names, required_tool
 from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
 from llm_compiler.dialects.llmcompiler.prompts import ExampleSource, PlannerInput
 from llm_compiler.dialects.prompting import PromptContext
@@ -37,6 +38,11 @@ class LLMCompilerDialect:
         constrained_examples: With constrained decoding and no `planner_examples`, the
             few-shot plans shown: ``"mixed"`` (the built-in ones, then one generated from
             the run's tools), ``"own"`` (only the generated one) or ``"builtin"``.
+        shared_prefix: Under constrained decoding, start the joiner's prompt with the
+            planner's instructions, tools and examples (see :meth:`joiner_request`).
+            Off by default: the 270M model, shown the planner's text first, answered
+            from the wrong example ("I could not find the mountain") where without it
+            it answered right.
     """
 
     planner_examples: str | None = None
@@ -44,6 +50,7 @@ class LLMCompilerDialect:
     constrained_examples: ExampleSource = "mixed"
     name: str = "llmcompiler"
     grammar_max_tasks: int = 8
+    shared_prefix: bool = False
 
     def planner_request(self, context: PlannerContext) -> LLMRequest:
         """Messages for chat models, one few-shot prompt for completion models.
@@ -51,7 +58,11 @@ class LLMCompilerDialect:
         With constrained decoding the request carries a GBNF grammar from the tools
         (:func:`~llm_compiler.dialects.grammar.plan_grammar`): only given tools, typed arguments,
         references to earlier tasks, numbered lines, and ``join()`` after at most
-        ``grammar_max_tasks`` tasks (small models otherwise repeat calls).
+        ``grammar_max_tasks`` tasks (small models otherwise repeat calls); a string that
+        starts with a capital letter starts with a name of the question or of what
+        earlier rounds found (:func:`~llm_compiler.dialects.grounding.plan_names`), and
+        a question that compares quantities calls the calculator before ``join()``
+        (:func:`~llm_compiler.dialects.grounding.required_tool`).
         """
         inputs = PlannerInput(context, self.planner_examples, self.constrained_examples)
         extras: dict[str, Any] = {}
@@ -62,10 +73,22 @@ class LLMCompilerDialect:
                 first_id=context.next_id,
                 known_ids=sorted(known),
                 max_tasks=min(context.max_tasks, self.grammar_max_tasks),
+                names=plan_names(context.prompt),
+                require=required_tool(context.prompt, context.tools),
             )
         if context.prompt.chat:
             return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP, extras=extras)
         return LLMRequest(prompt=inputs.prompt(), stop=PLAN_STOP, extras=extras)
+
+    def warm_request(self, context: PlannerContext) -> LLMRequest | None:
+        """A request whose prompt is the planner's static part: instructions, tools,
+        examples, up to the next ``Question:`` (completion models under constrained
+        decoding without `shared_prefix`; else None). The engine sends it after an
+        answer, so the next question's planner reads only its question."""
+        if self.shared_prefix or not context.constrained or context.prompt.chat:
+            return None
+        inputs = PlannerInput(context, self.planner_examples, self.constrained_examples)
+        return LLMRequest(prompt=inputs.system() + "\nQuestion:")
 
     def plan_parser(self, context: PlannerContext) -> PlanParser:
         """An incremental parser of this round's plan lines."""
@@ -81,8 +104,20 @@ class LLMCompilerDialect:
         )
 
     def joiner_request(self, context: PromptContext) -> LLMRequest:
-        """The Thought/Action joiner prompt (with its grammar when constrained)."""
-        return JoinerInput(context, self.joiner_examples).llm_request()
+        """The Thought/Action joiner prompt (with its grammar when constrained).
+
+        With `shared_prefix` and constrained decoding (a llama.cpp server, which keeps
+        only the previous prompt's evaluated prefix), the joiner's prompt starts with the
+        planner's instructions, tools and examples: the next question's planner then
+        finds them evaluated and reads only its question before its first task.
+        """
+        prefix = ""
+        if self.shared_prefix and context.constrained and context.tools:
+            planner = PlannerContext(prompt=context, tools=context.tools, constrained=True)
+            prefix = PlannerInput(
+                planner, self.planner_examples, self.constrained_examples
+            ).system()
+        return JoinerInput(context, self.joiner_examples, prefix).llm_request()
 
     def parse_decision(self, text: str) -> JoinerDecision:
         """``Action: Finish(...)`` or ``Action: Replan(...)``."""

@@ -10,6 +10,7 @@ from llama_index.core.tools import BaseTool
 
 from llm_compiler.dialects import prompting as prompting
 from llm_compiler.dialects.base import PlannerContext
+from llm_compiler.dialects.grounding import compute_tool
 from llm_compiler.dialects.llmcompiler.examples import own_tools_example
 from llm_compiler.plan import END_OF_PLAN
 from llm_compiler.tools import render as _tools
@@ -28,6 +29,7 @@ result of an earlier action N (for example `math("ratio of $1 to $2")` or `looku
 - Only use the actions listed above, with the argument names and types they declare.
 - Actions that do not need each other's results must not reference each other: they run \
 at the same time.
+- Copy names and values from the question exactly as it writes them.{compute}
 - You may write `Thought: ...` on its own line before an action.
 - Always end with `join()`, then write {end}.
 """
@@ -56,11 +58,23 @@ EXAMPLE_TOOL = "search"
 #: Which few-shot plans a prompt shows when none are given (see :class:`PlannerInput`).
 ExampleSource = Literal["own", "mixed", "builtin"]
 
+COMPUTE_RULE = (
+    "\n- A question that compares or combines numbers (how much more, older, longer, "
+    "total, difference, ratio) needs an action that computes it from the results, "
+    "such as `{call}`."
+)
+
 REPLAN_NOTE = """\
 The plan above was not enough. Write a NEW plan that only adds what is missing. \
 Number its actions from {next_id}; you may use $N to refer to the results above \
 instead of running those actions again.
 """
+
+
+def compute_rule(tools: Sequence[BaseTool]) -> str:
+    """The rule that comparisons compute, shown when a tool computes expressions."""
+    name = compute_tool(tools)
+    return COMPUTE_RULE.format(call=f'{name}("$1 - $2")') if name else ""
 
 
 def render_actions(tools: Sequence[BaseTool]) -> str:
@@ -90,6 +104,7 @@ class PlannerInput:
             actions=render_actions(tools),
             join_number=len(tools) + 1,
             end=END_OF_PLAN,
+            compute=compute_rule(tools),
         )
         examples, note = self.examples, ""
         if examples is None:

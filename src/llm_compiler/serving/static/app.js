@@ -69,6 +69,17 @@ function argsText(task) {
   return parts.join(", ");
 }
 
+function policyText(p) {
+  const parts = [p.side_effect.replace(/_/g, " ")];
+  if (p.requires_approval) parts.push("needs approval");
+  if (p.max_concurrency) parts.push(`at most ${p.max_concurrency} at once`);
+  for (const [k, v] of Object.entries(p.limits || {})) parts.push(`${k} ≤ ${v}`);
+  if (p.resource_keys && p.resource_keys.length) parts.push(`keys ${p.resource_keys.join(", ")}`);
+  if (p.retry && p.retry.attempts > 1) parts.push(`retried up to ${p.retry.attempts} tries`);
+  if (p.timeout) parts.push(`timeout ${p.timeout} s`);
+  return parts.join(" · ");
+}
+
 // Every argument whole, one a line (the node shows them cut to fit).
 function argLines(task) {
   const lines = (task.args || []).map(showArg);
@@ -159,6 +170,7 @@ class Run {
     el("rect", { width: NODE_W, height: NODE_H, rx: 8 }, task.g);
     el("text", { x: 10, y: 18, class: "title" }, task.g, `${t.id} · ${short(t.tool, 18)}`);
     el("text", { x: 10, y: 35, class: "args" }, task.g, short(argsText(t), 21));
+    task.note = el("text", { x: NODE_W - 6, y: 13, class: "note", "text-anchor": "end" }, task.g, "");
     task.g.addEventListener("click", () => this.show(task.id));
     task.g.addEventListener("keydown", (e) => e.key === "Enter" && this.show(task.id));
     this.resize();
@@ -237,13 +249,89 @@ class Run {
     if (!task) return;
     task.resolved = v.args;
     task.readyAt = now();
+    Object.assign(task, { policy: v.policy, keys: v.resource_keys, waited: v.waited, approval: null });
+    this.note(task, v.waited >= 0.01 ? `waited ${v.waited.toFixed(2)} s` : "");
     this.setState(task, "running");
+  }
+
+  // Tool policies on the page: a task held for approval, a wait for a slot, a retry.
+  note(task, text) {
+    task.note.textContent = text;
+    if (this.selected === task.id) this.show(task.id);
+  }
+
+  held(v) {
+    const task = this.tasks.get(v.task_id);
+    if (!task) return;
+    Object.assign(task, { approval: v, resolved: v.args, policy: v.policy });
+    this.note(task, "⏸ approval");
+    this.setState(task, "held");
+    status(`Task ${v.task_id} (${v.tool_name}) waits for your approval; the rest runs on.`);
+  }
+
+  waiting(v) {
+    const task = this.tasks.get(v.task_id);
+    if (!task) return;
+    task.slot = v.slot;
+    this.note(task, `waits ${short(v.slot === "*" ? "slot" : v.slot, 18)}`);
+    this.setState(task, "waiting");
+  }
+
+  attempt(v) {
+    const task = this.tasks.get(v.task_id);
+    if (!task) return;
+    task.attempt = v;
+    if (v.attempts > 1) this.note(task, `try ${v.attempt} of ${v.attempts}`);
+  }
+
+  // A verdict on a held task, sent as POST /events like a plan approval.
+  async verdict(task, action) {
+    const a = task.approval;
+    const value = { run_id: a.run_id, round: a.round, task_id: a.task_id, action, reason: $("d-reason") ? $("d-reason").value : "" };
+    if (action === "edit") {
+      try {
+        value.args = JSON.parse($("d-args").value);
+      } catch (e) {
+        $("d-verdict-error").textContent = `Arguments must be a JSON object: ${e.message}`;
+        return;
+      }
+    }
+    const r = await fetch(`/events/${encodeURIComponent(this.id)}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ event: { type: "TaskApprovalResponse", value } }),
+    });
+    if (!r.ok) {
+      const body = await r.json().catch(() => ({}));
+      $("d-verdict-error").textContent = body.detail || `HTTP ${r.status}`;
+      return;
+    }
+    task.approval = null;
+    this.note(task, action === "reject" ? "rejected" : "approved");
+    this.setState(task, "planned");
+    this.show(task.id);
+  }
+
+  verdictForm(task, body) {
+    const form = html("div", { class: "verdict" });
+    const args = html("textarea", { id: "d-args", rows: 4 });
+    args.value = JSON.stringify(task.approval.args, null, 2);
+    const reason = html("input", { id: "d-reason", placeholder: "reason (optional)" });
+    form.append(html("dt", {}, "Approve this call?"), args, reason);
+    for (const action of ["approve", "edit", "reject"]) {
+      const b = html("button", { type: "button", "data-verdict": action }, action[0].toUpperCase() + action.slice(1));
+      b.addEventListener("click", () => this.verdict(task, action));
+      form.append(b);
+    }
+    form.append(html("p", { id: "d-verdict-error", class: "reason" }, ""));
+    body.append(form);
   }
 
   result(v) {
     const task = this.tasks.get(v.task_id);
     if (!task) return;
-    Object.assign(task, { output: v.output, started: v.started_at, finished: v.finished_at });
+    Object.assign(task, { output: v.output, started: v.started_at, finished: v.finished_at, attempts: v.attempts, approval: null });
+    if (v.attempts > 1) this.note(task, `${v.attempts} tries`);
     if (v.finished_at) this.skew = v.finished_at - now();
     this.setState(task, v.skipped ? "skipped" : v.is_error ? "error" : "done");
     this.critical();
@@ -336,6 +424,11 @@ class Run {
       [t.state === "error" ? "Error" : "Output", t.output === undefined ? null : typeof t.output === "string" ? t.output : JSON.stringify(t.output, null, 2)],
       ["Started", t.started ? new Date(t.started * 1000).toISOString().slice(11, 23) : null],
       ["Duration", t.finished && t.started ? `${(t.finished - t.started).toFixed(3)} s` : null],
+      ["Policy", t.policy ? policyText(t.policy) : null],
+      ["Resource keys", t.keys && t.keys.length ? t.keys.join(", ") : null],
+      ["Waits for", t.state === "waiting" ? t.slot : null],
+      ["Waited for a slot", t.waited ? `${t.waited.toFixed(3)} s` : null],
+      ["Attempts", t.attempt && t.attempt.attempts > 1 ? `${t.attempts || t.attempt.attempt} of ${t.attempt.attempts}${t.attempt.error ? ` (last error: ${t.attempt.error})` : ""}` : null],
     ];
     const body = $("d-body");
     body.replaceChildren();
@@ -343,6 +436,8 @@ class Run {
       if (v === null || v === undefined || v === "") continue;
       body.append(html("dt", {}, k), html("dd", {}, String(v)));
     }
+    if (t.approval) this.verdictForm(t, body);
+    this.selected = id;
     for (const g of this.nodes.querySelectorAll(".selected")) g.classList.remove("selected");
     t.g.classList.add("selected");
     $("d-title").textContent = `${t.id} · ${t.tool}`;
@@ -367,6 +462,9 @@ class Run {
       status(`Round ${v.round}: ${v.complete ? "plan complete" : "planning…"}`);
     } else if (type === "TaskReady") this.ready(v);
     else if (type === "TaskResult") this.result(v);
+    else if (type === "TaskApprovalRequest") this.held(v);
+    else if (type === "TaskWaiting") this.waiting(v);
+    else if (type === "TaskStarted") this.attempt(v);
     else if (type === "CompilerStream" || type === "AgentStream") {
       this.stream(v.round || 0, v.phase || "plan", v.delta || "");
       if ((v.phase || "plan") === "plan" && !this.rounds.get(v.round || 0).planned) status(`Round ${v.round || 0}: planning…`);

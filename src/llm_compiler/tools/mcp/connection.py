@@ -38,6 +38,7 @@ from typing import IO, Any, TextIO, cast
 
 from llm_compiler import _upstream
 from llm_compiler.errors import ConfigurationError, LLMCompilerError
+from llm_compiler.tools.policy import ToolPolicy
 
 #: Characters of a stdio server's stderr quoted in an error message.
 STDERR_TAIL = 1500
@@ -92,6 +93,12 @@ class MCPConnection:
         prefix: Put before each of this server's tool names in plans (``"geo_"`` makes
             its ``height`` the tool ``geo_height``); the server is still called with its
             own name. For two servers whose tools share a name.
+        policy: The :class:`~llm_compiler.tools.policy.ToolPolicy` of this server's tools
+            (default: what each tool's MCP annotations state, ``readOnlyHint`` -> pure,
+            ``idempotentHint`` -> idempotent, else the default policy).
+        tool_policies: Policies of single tools, by their name on the server.
+        max_concurrency: Most calls to this server at once in a run (a limit its tools
+            share, ``mcp:<name>``).
 
     Open it with ``async with`` (or ``open()`` and ``aclose()``); :func:`tools_from_mcp`
     does so for the connections it loads. See the module docstring for its lifetime.
@@ -107,6 +114,9 @@ class MCPConnection:
         connect_timeout: float = 30.0,
         call_timeout: float | None = None,
         prefix: str = "",
+        policy: ToolPolicy | None = None,
+        tool_policies: Mapping[str, ToolPolicy] | None = None,
+        max_concurrency: int | None = None,
     ) -> None:
         self.url: str | None = None
         self.argv: list[str] = []
@@ -123,6 +133,11 @@ class MCPConnection:
         self.call_timeout = call_timeout
         self.prefix = prefix
         self.name = self.url or shlex.join(self.argv)
+        self.policy = policy
+        self.tool_policies = dict(tool_policies or {})
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ConfigurationError("An MCP server's max_concurrency must be at least 1.")
+        self.max_concurrency = max_concurrency
         self.sessions_opened = 0
         """How many sessions were opened (1 + reconnections)."""
         self._phase = _Phase.UNOPENED

@@ -108,7 +108,8 @@ def tools_from_mcp(
             as plans see them, with the server's ``prefix``.
         exclude: Not these tools.
         options: :class:`MCPConnection` options (``env``, ``cwd``, ``headers``,
-            ``connect_timeout``, ``call_timeout``, ``prefix``) for servers given as text.
+            ``connect_timeout``, ``call_timeout``, ``prefix``, ``policy``,
+            ``tool_policies``, ``max_concurrency``) for servers given as text.
     """
     if not servers:
         raise ConfigurationError("tools_from_mcp needs at least one MCP server.")

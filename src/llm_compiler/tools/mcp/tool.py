@@ -8,6 +8,7 @@ from typing import Any
 from llama_index.core.tools import ToolOutput
 
 from llm_compiler.tools.mcp.connection import MCPConnection
+from llm_compiler.tools.policy import DEFAULT_POLICY, mcp_policy, with_policy
 from llm_compiler.tools.results import ToolError, call_result_value, content_text
 from llm_compiler.tools.schema import SchemaTool
 
@@ -27,6 +28,12 @@ class MCPTool(SchemaTool):
         self.server_name: str = tool.name
         """The tool's name on its server (``name`` without the connection's prefix)."""
         self.output_schema: Mapping[str, Any] | None = tool.output_schema
+        chosen = connection.tool_policies.get(tool.name) or connection.policy
+        chosen = chosen or mcp_policy(getattr(tool, "annotations", None)) or DEFAULT_POLICY
+        if connection.max_concurrency is not None:
+            pool = {f"mcp:{connection.name}": connection.max_concurrency}
+            chosen = chosen.model_copy(update={"limits": {**chosen.limits, **pool}})
+        with_policy(self, chosen)
 
     async def _request(self, name: str, arguments: dict[str, Any]) -> Any:
         return await self.connection.call_tool(self.server_name, arguments)

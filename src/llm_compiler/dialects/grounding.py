@@ -1,0 +1,210 @@
+"""What a plan or an answer may take from the question and the observations.
+
+Small models retype names they could copy (``search("Dauphin")`` for the Danube) and
+write numbers no observation holds. Under constrained decoding the grammars use what
+this module finds: the names in the question and in earlier observations (a plan's
+string argument that starts like a name must start with one of them), and the numbers
+of the question, the observations and computations (the only digits an answer may
+write). It also tells which tasks found nothing, so a round of failed lookups is
+planned again instead of answered.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
+from llm_compiler.tools.spec import tool_specs
+
+#: Lower-case words that may join capitalized words into one name (Statue of Liberty).
+_JOINERS = "of|the|de|la|le|du|da|del|della|von|van|y|al|el|bin"
+_CAP = r"[A-Z][\w'\u2019-]*"
+_NAME = re.compile(rf"\b{_CAP}(?:[ \t]+(?:(?:{_JOINERS})[ \t]+)?{_CAP})*")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+#: An observation that says it found nothing (a tool may return this instead of raising).
+_NOT_FOUND = re.compile(
+    r"\b(?:no (?:entry|entries|results?|matches?|match|data|record|information) (?:for|about|on)"
+    r"|not found|could not find|couldn't find|unknown (?:city|name|symbol|entry|item)"
+    r"|does not exist|no such)\b",
+    re.I,
+)
+#: Capitalized words that name nothing: sentence starts and labels of observations.
+_COMMON = frozenset(
+    """the a an it its this that these those in on at of and or but for to from with by he
+    she they his her their we you i is was are were be no yes not try there here which what
+    who when where how why born died capital population area country city river mountain
+    planet length height answer note""".split()
+)
+#: A question that compares or combines quantities (its plan computes).
+_COMPARES = re.compile(
+    r"\bhow (?:much|many \w+) (?:more|less|fewer|higher|lower|longer|shorter|taller|older"
+    r"|younger|bigger|larger|smaller|further|farther|heavier|lighter|deeper|after|before)\b"
+    r"|\bby how (?:much|many)\b|\bdifferences?\b|\bcombined\b|\btotal\b|\bsum\b"
+    r"|\btogether\b|\baltogether\b|\bratio\b|\bhow old was\b|\btimes (?:as|more)\b",
+    re.I,
+)
+#: A question whose answer is a quantity: the answer states a number found.
+_QUANTITY = re.compile(
+    r"\bhow (?:much|many|long|tall|high|old|far|big|large|heavy|deep)\b|\bwhen\b|\byear"
+    r"|\bpopulations?\b|\bprices?\b|\bcosts?\b|\barea\b|\blength\b|\bheight\b"
+    r"|\bdistance\b|\bnumber of\b|\bcompare|\bcombined\b|\btotal\b",
+    re.I,
+)
+#: Words of a tool's name or first parameter that make it a calculator.
+_COMPUTE_WORDS = ("calc", "math", "arithmetic", "expression", "formula", "equation")
+MAX_NAMES = 80
+MAX_NUMBERS = 120
+
+
+def names(texts: Iterable[str], limit: int = MAX_NAMES) -> list[str]:
+    """Capitalized names in `texts`, longest first, with their shorter parts.
+
+    ``"How much higher is Mount Everest than K2?"`` gives ``Mount Everest``, ``Mount``,
+    ``Everest``, ``How`` and ``K2``: every run of capitalized words (``of``/``de``...
+    may join them) and every part of a run that starts with a capitalized word.
+    """
+    found: dict[str, None] = {}
+    for text in texts:
+        for match in _NAME.finditer(text):
+            words = match.group().split()
+            for i in range(len(words)):
+                for j in range(len(words), i, -1):
+                    part = words[i:j]
+                    if part[0][0].isupper() and part[-1][0].isupper():
+                        found[" ".join(part)] = None
+    ordered = sorted(found, key=lambda n: (-len(n.split()), -len(n)))
+    return ordered[:limit]
+
+
+def answer_names(texts: Iterable[str], limit: int = MAX_NAMES) -> list[str]:
+    """The names in `texts` that name something (no sentence starts or labels)."""
+    return [n for n in names(texts, limit) if n.lower() not in _COMMON]
+
+
+def number_forms(texts: Iterable[str], limit: int = MAX_NUMBERS) -> list[str]:
+    """The numbers in `texts` as an answer may write them.
+
+    Each as written, and for ``4806.0`` also ``4806`` and ``4,806``; a fraction also
+    rounded to two and one decimals (``0.43``); ``38000000`` also ``38`` (for
+    "38 million"). Signs are text: ``-238`` is ``-`` and ``238``.
+    """
+    forms: dict[str, None] = {}
+    for text in texts:
+        for raw in _NUMBER.findall(text):
+            forms[raw] = None
+            for form in _variants(raw):
+                forms[form] = None
+    return list(forms)[:limit]
+
+
+def _variants(raw: str) -> list[str]:
+    plain = raw.replace(",", "") if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", raw) else raw
+    try:
+        value = float(plain)
+    except ValueError:
+        return []
+    out = []
+    if value.is_integer():
+        out += [str(int(value)), f"{int(value):,}"]
+    else:
+        for digits in (2, 1, 0) if value >= 10 else (2, 1):
+            out.append(f"{value:.{digits}f}")
+            out.append(f"{value:,.{digits}f}")
+    for scale in (1e9, 1e6):
+        if value >= scale:
+            out += [f"{value / scale:g}", f"{value / scale:.1f}"]
+            break
+    return out
+
+
+def found_nothing(task: TaskRecord) -> bool:
+    """Whether a task failed, was skipped, or its observation says nothing was found."""
+    if task.is_error or task.skipped:
+        return True
+    text = task.observation or ""
+    return len(text) < 300 and bool(_NOT_FOUND.search(text))
+
+
+def failed_tasks(record: RoundRecord) -> list[TaskRecord]:
+    """The round's tasks that found nothing (see :func:`found_nothing`), but for those
+    about a name another task found something about (a failed ``lookup("Ada
+    Lovelace", "age")`` beside a ``search("Ada Lovelace")`` that found her) and those
+    skipped because a task before them failed (that one is listed)."""
+    found = {_subject(t) for t in record.tasks if not found_nothing(t)}
+    return [
+        t for t in record.tasks if found_nothing(t) and not t.skipped and _subject(t) not in found
+    ]
+
+
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'')
+
+
+def _subject(task: TaskRecord) -> str:
+    """What a task is about: its first string argument (lower case), or its line."""
+    match = _STRING.search(task.text)
+    return (match.group(1) or match.group(2) or "" if match else task.text).strip().lower()
+
+
+def replan_reason(failed: Sequence[TaskRecord]) -> str:
+    """Why to plan again after lookups that found nothing: each call and what it got."""
+    shown = "; ".join(
+        f"{t.text.strip()} gave {(t.observation or 'no result')[:160]!r}" for t in failed
+    )
+    return (
+        f"Nothing was found by: {shown}. Plan these lookups again, with names copied "
+        "exactly from the question (or other names for the same thing)."
+    )
+
+
+def observation_texts(rounds: Sequence[RoundRecord], *, found: bool = True) -> list[str]:
+    """The observations of `rounds`: those that found something (or every one)."""
+    return [
+        t.observation
+        for r in rounds
+        for t in r.tasks
+        if t.observation is not None and (not found or not found_nothing(t))
+    ]
+
+
+def plan_names(context: PromptContext) -> list[str]:
+    """Names a plan may copy: from the question and earlier rounds' findings."""
+    return names([context.question, *observation_texts(context.rounds)])
+
+
+def answer_values(context: PromptContext) -> tuple[list[str], list[str]]:
+    """(numbers the answer may write, values one of which it must state).
+
+    Numbers come from the question and the observations that found something; the
+    values it must state (one at least, or say it could not find) are those
+    observations' numbers (only those, when the question asks for a quantity and some
+    were found) and names.
+    """
+    found = observation_texts(context.rounds)
+    numbers = number_forms([context.question, *found])
+    found_numbers = number_forms(found)
+    if found_numbers and _QUANTITY.search(context.question):
+        return numbers, found_numbers
+    return numbers, found_numbers + answer_names(found)
+
+
+def compares(question: str) -> bool:
+    """Whether a question compares or combines quantities (how much longer, total ...)."""
+    return bool(_COMPARES.search(question))
+
+
+def compute_tool(tools: Sequence[Any]) -> str | None:
+    """The name of the tool that computes expressions (a calculator), if there is one."""
+    for spec in tool_specs(tools):
+        words = (spec.name + " " + " ".join(p.name for p in spec.params[:1])).lower()
+        if spec.call_form and spec.params and any(w in words for w in _COMPUTE_WORDS):
+            return spec.name
+    return None
+
+
+def required_tool(context: PromptContext, tools: Sequence[Any]) -> str | None:
+    """The calculator, for a question that compares and has no computed result yet."""
+    tool = compute_tool(tools) if compares(context.question) else None
+    done = any(t.tool == tool and not found_nothing(t) for r in context.rounds for t in r.tasks)
+    return None if done else tool

@@ -1,0 +1,194 @@
+"""Grounded constrained decoding: names copied into plans, answers from observed values.
+
+Acceptance is checked with the tests' GBNF recognizer (tests/unit/gbnf_check.py); the
+tests marked ``llm`` check the same grammars with llama.cpp's own parser.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from llm_compiler.demo import tools as demo_tools
+from llm_compiler.dialects.grammar import joiner_grammar, plan_grammar
+from llm_compiler.dialects.grounding import (
+    answer_values,
+    compares,
+    failed_tasks,
+    found_nothing,
+    names,
+    number_forms,
+    plan_names,
+    replan_reason,
+    required_tool,
+)
+from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
+from llm_compiler.plan import END_OF_PLAN
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from gbnf_check import accepts  # noqa: E402
+
+QUESTION = "Which is longer, the Danube or the Rhine, and by how much?"
+
+
+def plan(*lines: str) -> str:
+    body = "".join(f"{i}. {line}\n" for i, line in enumerate(lines, 1))
+    return f"{body}{len(lines) + 1}. join()\n{END_OF_PLAN}"
+
+
+def test_names_are_capitalized_runs_and_their_parts():
+    found = names(["How much higher is Mount Everest than K2?", "The Statue of Liberty"])
+    assert found[:3] == ["The Statue of Liberty", "Statue of Liberty", "Mount Everest"]
+    assert {"Everest", "Mount", "K2", "Liberty", "Statue", "How"} <= set(found)
+    assert "of Liberty" not in found
+
+
+def test_a_plan_string_that_starts_like_a_name_copies_one():
+    grammar = plan_grammar(demo_tools.TOOLS, names=names([QUESTION]))
+    assert accepts(grammar, plan('search("Danube")', 'search("Rhine")'))
+    assert accepts(grammar, plan('lookup("Danube", "length_km")', 'calculator("$1 - 2")'))
+    assert accepts(grammar, plan('search("the Rhine river")', 'search("2024-03-01")'))
+    assert accepts(grammar, plan('search("Danube River")'))  # a name, then free text
+    assert not accepts(grammar, plan('search("Dauphin")'))
+    assert not accepts(grammar, plan('search("Reich")'))
+    assert not accepts(grammar, plan('search("DNR")'))  # denied Dauphin, it wrote this
+    assert not accepts(grammar, plan('search("Rhineland")'))  # a name runs on
+
+
+def test_without_names_every_string_is_free():
+    assert accepts(plan_grammar(demo_tools.TOOLS), plan('search("Dauphin")'))
+
+
+def test_a_replan_may_copy_what_an_earlier_round_found():
+    found = TaskRecord(1, "search", '1. search("Canberra")', "Canberra: capital of Australia.")
+    failed = TaskRecord(
+        2, "search", '2. search("Atlantis")', "No entry for 'Atlantis'. Try 'Nile'."
+    )
+    context = PromptContext("What is the population of the country whose capital is Canberra?")
+    context = PromptContext(context.question, rounds=[RoundRecord(tasks=[found, failed])])
+    allowed = plan_names(context)
+    assert "Australia" in allowed and "Canberra" in allowed
+    assert "Nile" not in allowed and "Atlantis" not in allowed  # from a lookup that failed
+
+
+def test_numbers_are_offered_as_an_answer_writes_them():
+    forms = number_forms(["Height: 4806.0", "Population: 38000000", "ratio 0.4286"])
+    assert {"4806.0", "4806", "4,806", "38000000", "38", "0.43", "0.4"} <= set(forms)
+    assert "0" not in forms
+
+
+GROUNDED = joiner_grammar(numbers=["4806", "4,806", "4478", "328"], anchors=["328", "Mont Blanc"])
+
+
+@pytest.mark.parametrize(
+    ("answer", "ok"),
+    [
+        ("Mont Blanc is 328 m higher than the Matterhorn.", True),
+        ("Mont Blanc (4,806 m) is 328 m higher.", True),
+        ("It is 328 m higher", True),
+        ("I could not find the height of the Matterhorn.", True),
+        ("Mont Blanc is 4478 m higher.", True),  # observed, though not the difference
+        ("Mont Blanc is 3280 m higher.", False),  # 328 and a digit more
+        ("It is 4000 m higher.", False),  # a number nothing observed
+        ("The answer is when it was measured.", False),  # states nothing found
+    ],
+)
+def test_a_grounded_answer_writes_observed_numbers_and_states_a_finding(answer, ok):
+    text = f"Thought: compare.\nAction: Finish({answer})"
+    assert accepts(GROUNDED, text) is ok
+
+
+def test_an_answer_from_nothing_found_says_so_and_every_answer_ends():
+    nothing = joiner_grammar(numbers=["2"], anchors=[])
+    assert accepts(nothing, "Thought: no.\nAction: Finish(I could not find the 2 rivers.)")
+    assert not accepts(nothing, "Thought: no.\nAction: Finish(The Danube is longer.)")
+    rambling = "The Danube is a long river in Europe and " * 4
+    assert not accepts(GROUNDED, f"Thought: t\nAction: Finish({rambling} 328 m.)")
+    assert not accepts(GROUNDED, f"Thought: t\nAction: Finish(328 m. {rambling * 2})")
+
+
+def test_a_replan_reason_is_free_text():
+    assert accepts(GROUNDED, "Thought: no.\nAction: Replan(look up 2 heights (in m))")
+
+
+def test_answer_values_come_from_the_question_and_what_was_found():
+    rounds = [
+        RoundRecord(
+            tasks=[
+                TaskRecord(1, "lookup", '1. lookup("K2", "height_m")', "8611.0"),
+                TaskRecord(2, "search", '2. search("Peru")', "No entry for 'Peru' (try 2 words)."),
+            ]
+        )
+    ]
+    numbers, anchors = answer_values(PromptContext("Is K2 higher than 8000 m?", rounds=rounds))
+    assert {"8611", "8,611", "8000", "2"} <= set(numbers)
+    assert "8611" in anchors and "8000" not in anchors and "Peru" not in anchors
+
+
+def test_failed_and_not_found_lookups_are_told_apart_from_findings():
+    records = [
+        TaskRecord(1, "search", '1. search("Dauphin")', "No entry for 'Dauphin'."),
+        TaskRecord(2, "lookup", '2. lookup("X", "a")', "LookupError: No entry for 'X'.", True),
+        TaskRecord(3, "calculator", '3. calculator("$1 - $2")', None, skipped=True),
+        TaskRecord(4, "search", '4. search("Rhine")', "Rhine: River. Length: about 1,230 km."),
+    ]
+    assert [found_nothing(t) for t in records] == [True, True, True, False]
+    failed = failed_tasks(RoundRecord(tasks=records))
+    reason = replan_reason(failed)
+    assert [t.id for t in failed] == [1, 2]  # the skipped one follows from them
+    assert 'search("Dauphin")' in reason and "No entry for 'Dauphin'." in reason
+    assert "Rhine" not in reason
+
+
+def test_a_long_text_that_mentions_not_found_is_a_finding():
+    text = "Rhine: River. " + "x " * 200 + "The source was not found until 1900."
+    assert not found_nothing(TaskRecord(1, "search", '1. search("Rhine")', text))
+
+
+def test_a_plan_that_must_compute_calls_the_calculator_before_join():
+    grammar = plan_grammar(demo_tools.TOOLS, max_tasks=3, require="calculator")
+    assert not accepts(grammar, plan('search("Danube")', 'search("Rhine")'))
+    assert accepts(grammar, plan('search("Danube")', 'search("Rhine")', 'calculator("$1 - $2")'))
+    assert accepts(grammar, plan('calculator("2 + 2")', 'search("Rhine")'))
+    assert not accepts(grammar, plan('search("a")', 'search("b")', 'search("c")'))
+    assert accepts(plan_grammar(demo_tools.TOOLS, require="missing"), plan('search("a")'))
+
+
+def test_questions_that_compare_require_the_calculator_until_it_has_a_result():
+    tools = demo_tools.TOOLS
+    compare = PromptContext("How much higher is Mont Blanc than the Matterhorn?")
+    assert required_tool(compare, tools) == "calculator"
+    assert required_tool(PromptContext("What are the capitals of Italy and Spain?"), tools) is None
+    assert required_tool(compare, [demo_tools.search]) is None  # nothing computes
+    computed = TaskRecord(3, "calculator", '3. calculator("$1 - $2")', "328.0")
+    done = PromptContext(compare.question, rounds=[RoundRecord(tasks=[computed])])
+    assert required_tool(done, tools) is None
+    failed = TaskRecord(3, "calculator", '3. calculator("$1 - $2")', None, skipped=True)
+    again = PromptContext(compare.question, rounds=[RoundRecord(tasks=[failed])])
+    assert required_tool(again, tools) == "calculator"
+    assert compares("Which is longer, the Danube or the Rhine, and by how much?")
+    assert compares("What is the combined population of Spain and Italy?")
+    assert not compares("When was Ada Lovelace born and when did she die?")
+
+
+def test_an_answer_to_a_quantity_states_a_number_found():
+    found = TaskRecord(
+        1, "search", '1. search("Canada")', "Canada: Population: about 40.1 million."
+    )
+    rounds = [RoundRecord(tasks=[found])]
+    _, anchors = answer_values(PromptContext("What is the population of Canada?", rounds=rounds))
+    assert "40.1" in anchors and "Canada" not in anchors
+    _, anchors = answer_values(PromptContext("Tell me about Canada.", rounds=rounds))
+    assert "Canada" in anchors
+
+
+def test_a_failure_about_a_name_found_by_another_task_is_no_reason_to_replan():
+    records = [
+        TaskRecord(1, "search", '1. search("Ada Lovelace")', "Ada Lovelace: Born 1815, died 1852."),
+        TaskRecord(2, "lookup", '2. lookup("Ada Lovelace", "age")', "Error: no field 'age'", True),
+    ]
+    assert failed_tasks(RoundRecord(tasks=records)) == []
+    records[0] = TaskRecord(1, "search", '1. search("Ada")', "No entry for 'Ada'.")
+    assert [t.id for t in failed_tasks(RoundRecord(tasks=records))] == [1, 2]

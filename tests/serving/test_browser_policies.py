@@ -1,0 +1,88 @@
+"""Tool policies on the live page: a held node with approve / edit / reject, while the
+other tasks finish; a wait for a resource key and the time waited."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from llm_compiler import LLMCompilerWorkflow, ToolPolicy
+from llm_compiler.serving import build_app
+
+from .conftest import combine, scripted, start_server, stop
+from .test_browser import browser  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.timeout(90)
+
+
+async def test_a_held_task_is_approved_with_edited_arguments_on_the_page(browser, overlap):  # noqa: F811
+    wf = LLMCompilerWorkflow(
+        tools=[overlap.fetch, combine],
+        llm=scripted(),
+        timeout=60,
+        tool_policies={"combine": ToolPolicy(requires_approval=True)},
+    )
+    url, server, _ = await start_server(lambda: build_app({"compiler": wf}))
+    page = await browser.new_page(viewport={"width": 1400, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        await page.goto(url + "/")
+        await page.fill("#question", "alpha and beta?")
+        await page.click("#go")
+        await page.wait_for_selector('#dag .node.held[data-task="3"]', timeout=15000)
+        await page.wait_for_function(
+            "document.querySelectorAll('#dag .node.done').length === 2", timeout=15000
+        )
+        note = await page.text_content('#dag .node[data-task="3"] .note')
+        assert note is not None and "approval" in note
+        await page.click('#dag .node[data-task="3"]')
+        await page.wait_for_selector('#details button[data-verdict="edit"]')
+        policy = await page.text_content("#details")
+        assert policy is not None and "needs approval" in policy
+        await page.fill("#d-args", '{"a": "A", "b": "B"}')
+        await page.click('#details button[data-verdict="edit"]')
+        await page.wait_for_selector("#answer:not([hidden])", timeout=15000)
+        await page.wait_for_selector('#dag .node.done[data-task="3"]', timeout=15000)
+        await page.click('#dag .node[data-task="3"]')
+        details = await page.text_content("#details")
+        assert details is not None and "A + B" in details
+    finally:
+        await page.close()
+        await stop(server)
+    assert errors == []
+
+
+async def test_a_wait_for_a_resource_key_is_shown(browser):  # noqa: F811
+    release = asyncio.Event()
+
+    async def fetch(name: str) -> str:
+        """Fetch a value by name."""
+        await release.wait()
+        return f"value of {name}"
+
+    wf = LLMCompilerWorkflow(
+        tools=[fetch, combine],
+        llm=scripted(),
+        timeout=60,
+        tool_policies={"fetch": ToolPolicy(side_effect="pure", resource_keys=("source",))},
+    )
+    url, server, _ = await start_server(lambda: build_app({"compiler": wf}))
+    page = await browser.new_page(viewport={"width": 1400, "height": 900})
+    try:
+        await page.goto(url + "/")
+        await page.fill("#question", "alpha and beta?")
+        await page.click("#go")
+        await page.wait_for_selector('#dag .node.waiting[data-task="2"]', timeout=15000)
+        note = await page.text_content('#dag .node[data-task="2"] .note')
+        assert note is not None and "key:source" in note
+        assert await page.locator("#dag .node.running").count() == 1
+        release.set()
+        await page.wait_for_selector("#answer:not([hidden])", timeout=15000)
+        await page.click('#dag .node[data-task="2"]')
+        details = await page.text_content("#details")
+        assert details is not None and "Waited for a slot" in details
+    finally:
+        await page.close()
+        await stop(server)
