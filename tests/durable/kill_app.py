@@ -68,7 +68,7 @@ async def slow(x: str) -> str:
     if CRASH == "once" or CRASH == "none-once":
         await at_most_once()  # committed before the call's effect
     log(f"start slow {x}")
-    if CRASH in ("tool", "once"):
+    if CRASH in ("tool", "once", "policy"):
         (DIR / "ready").write_text("started")
         await asyncio.Event().wait()  # until the test kills this process
     log(f"done slow {x}")
@@ -115,6 +115,10 @@ class Workflow(LLMCompilerWorkflow):
 
 
 def workflow(**options: Any) -> Workflow:
+    if CRASH == "policy":  # the slow tool is declared at-most-once (kept for the next start)
+        (DIR / "policy").write_text("at_most_once")
+    if (DIR / "policy").exists():
+        options["tool_policies"] = {"slow": {"side_effect": "at_most_once"}}
     return Workflow(
         tools=[lookup, slow],
         llm=App(),

@@ -179,7 +179,28 @@ def test_an_at_most_once_call_cut_by_a_kill_is_not_run_again(tmp_path: Path) -> 
     assert asyncio.run(cut()) == [(0, 3)]
     out = finish(tmp_path, "journal")
     assert out["answer"] == "A and B combined"
-    assert out["outputs"] == {"1": "A", "2": "B", "3": UNKNOWN, "4": "B"}
+    outputs = out["outputs"]
+    assert {k: outputs[k] for k in ("1", "2", "4")} == {"1": "A", "2": "B", "4": "B"}
+    assert outputs["3"] == UNKNOWN or "unknown" in str(outputs["3"])  # the workflow's words
     log = calls(tmp_path)
     assert log.count("start slow A") == 1, log  # not run again
     assert log.count("llm planner") == 1 and log.count("llm joiner") == 1
+
+
+def test_a_tool_declared_at_most_once_is_not_run_again_after_a_kill(tmp_path: Path) -> None:
+    """The same with the policy declared on the tool (``side_effect: at_most_once``): the
+    runtime commits the call's start before it, and the workflow's ``after_crash`` gives the
+    outcome-unknown observation on resume."""
+    first = start(tmp_path, "policy", "journal")
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ready").exists():
+        assert first.poll() is None and time.monotonic() < deadline, first.stderr
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+    out = finish(tmp_path, "journal")
+    assert out["answer"] == "A and B combined"
+    assert out["outputs"]["3"] != "<A>" and "unknown" in str(out["outputs"]["3"]).lower()
+    assert {k: out["outputs"][k] for k in ("1", "2", "4")} == {"1": "A", "2": "B", "4": "B"}
+    log = calls(tmp_path)
+    assert log.count("start slow A") == 1, log  # not run again

@@ -14,11 +14,13 @@ each step back to work on the facts, never redoing one that was recorded:
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from typing import Any
 
 from workflows.events import Event
 
 from llm_compiler.engine.dispatch import not_run, replan_event
+from llm_compiler.engine.policy import RunPolicies
 from llm_compiler.engine.scheduler import Book
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import (
@@ -35,17 +37,25 @@ UNKNOWN = (
 )
 
 
+AfterCrash = Callable[[CompilerState, int], Any]
+
+
 def resume_events(
-    state: CompilerState, limit: int | None, cut: Collection[tuple[int, ...]] = ()
+    state: CompilerState,
+    limit: int | None,
+    cut: Collection[tuple[int, ...]] = (),
+    rules: RunPolicies | None = None,
+    after_crash: AfterCrash | None = None,
 ) -> list[Event]:
     """The events that carry `state`'s run on (`limit`: the workflow's tool concurrency;
-    `cut`: the (round, task) of calls marked at-most-once that a crash cut)."""
+    `cut`: the (round, task) of calls recorded as started that a crash cut; `rules`: the
+    run's tool policies; `after_crash`: the workflow's verdict on such a call)."""
     run_id, round = state.run_id, state.round
     if state.answer is not None:
         return [JoinEvent(round=round, run_id=run_id)]
     planned = round < len(state.rounds) and state.rounds[round].complete
     out = [] if planned else [_plan_again(state)]
-    out += outstanding(state, limit, cut)
+    out += outstanding(state, limit, cut, rules, after_crash)
     if planned and all(t.id in state.outcomes for t in state.round_tasks(round)):
         out.append(JoinEvent(round=round, run_id=run_id))
     return out
@@ -65,12 +75,16 @@ def _plan_again(state: CompilerState) -> Event:
 
 
 def outstanding(
-    state: CompilerState, limit: int | None, cut: Collection[tuple[int, ...]] = ()
+    state: CompilerState,
+    limit: int | None,
+    cut: Collection[tuple[int, ...]] = (),
+    rules: RunPolicies | None = None,
+    after_crash: AfterCrash | None = None,
 ) -> list[Event]:
     """``TaskReady`` for each task dispatched and not settled (an at-most-once call a crash
     cut, in `cut`, gets an error result instead); the error result again for each task
     decided not to run and not settled (the fold of the scheduler's journal)."""
-    book = Book(limit)
+    book = Book(limit, rules)
     failed: dict[int, tuple[PlanTask, str, bool]] = {}
     for entry in state.log:
         decision = book.apply(entry, state.tasks, state.outcomes)
@@ -80,8 +94,12 @@ def outstanding(
     out: list[Event] = []
     for tid in book.running:
         task = state.tasks[tid]
-        if (task.round, tid) in cut:
-            out.append(not_run(task, state.run_id, UNKNOWN, False))
+        if (task.round, tid) in cut:  # marked at-most-once: never run again
+            verdict = after_crash(state, tid) if after_crash is not None else None
+            result = getattr(verdict, "result", None)
+            out.append(
+                result if result is not None else not_run(task, state.run_id, UNKNOWN, False)
+            )
             continue
         out.append(
             TaskReady(round=task.round, run_id=state.run_id, task_id=tid, tool_name=task.tool)

@@ -54,6 +54,7 @@ from llm_compiler.durable.facts import Row, diff, fold
 from llm_compiler.durable.journal import Journal
 from llm_compiler.durable.recovery import resume_events
 from llm_compiler.engine.state import CompilerState
+from llm_compiler.events import TaskStarted
 
 logger = logging.getLogger(__name__)
 
@@ -226,6 +227,8 @@ class JournalRuntime(BaseRuntimeDecorator):
         serialized_state: dict[str, Any] | None = None,
         serializer: BaseSerializer | None = None,
     ) -> ExternalRunAdapter:
+        if getattr(workflow, "before_tool_call", "absent") is None:  # a compiler
+            workflow.before_tool_call = self._before_tool_call  # type: ignore[attr-defined]
         store = self.state_store(run_id, infer_state_type(workflow))
         if serialized_state and serialized_state.get("state_data") is not None:
             store.add_seed(
@@ -239,6 +242,14 @@ class JournalRuntime(BaseRuntimeDecorator):
         )
         self._watch(run_id, adapter)
         return _RunHandle(adapter, self)
+
+    async def _before_tool_call(self, started: TaskStarted) -> None:
+        """An ``at_most_once`` call's start is committed before the call (a crash then
+        resumes the task with "outcome unknown", see the workflow's ``after_crash``)."""
+        if started.side_effect == "at_most_once":
+            key = f"{started.round}:{started.task_id}"
+            self.journal.put(started.run_id, Row("started", key, "{}"))
+            await self.journal.barrier(started.run_id)
 
     def _watch(self, run_id: str, adapter: ExternalRunAdapter) -> None:
         done = asyncio.ensure_future(adapter.get_result())
@@ -283,9 +294,12 @@ class JournalRuntime(BaseRuntimeDecorator):
         )
         handler = workflow.run(ctx=ctx, run_id=run_id)
         limit = getattr(getattr(workflow, "config", None), "concurrency", None)
+        policies = getattr(workflow, "run_policies", None)
+        rules = policies(state) if policies is not None else None
+        after_crash = getattr(workflow, "after_crash", None)
         cut = {
             tuple(int(p) for p in key.split(":")) for kind, key, _ in rows if kind == "started"
         } - {tuple(int(p) for p in key.split(":")) for kind, key, _ in rows if kind == "result"}
-        for event in resume_events(state, limit, cut):
+        for event in resume_events(state, limit, cut, rules, after_crash):
             handler.ctx.send_event(event)
         return handler
