@@ -356,3 +356,27 @@ async def test_before_tool_call_is_awaited_before_each_try():
     wf.before_tool_call = before
     assert str(await wf.run(user_msg="fetch")) == "ok"
     assert seen == [(1, "idempotent", 0), (2, "idempotent", 1)]  # each before its call
+
+
+async def test_a_second_task_ready_for_a_running_task_starts_nothing():
+    """A resumed run's TaskReady and the scheduler's for the same task (a held task after
+    a restart, say): its call starts once."""
+    seen = Overlap()
+
+    @policy(side_effect="at_most_once")
+    async def pay(amount: int) -> str:
+        """Pay."""
+        await seen.hold("pay")
+        return "paid"
+
+    wf = LLMCompilerWorkflow(tools=[pay], llm=ScriptedLLM(["1. pay(5)\n2. join()", FINISH]))
+    handler = wf.run(user_msg="pay")
+    await seen.when_started(1)
+    state = await handler.ctx.store.get_state()
+    again = TaskReady(round=0, run_id=state.run_id, task_id=1, tool_name="pay")
+    handler.ctx.send_event(again)
+    handler.ctx.send_event(again.model_copy())
+    for _ in range(20):  # let the duplicates reach the executor (no sleeps: loop turns)
+        await asyncio.sleep(0)
+    seen.release.set()
+    assert str(await handler) == "ok" and seen.started == ["pay"]

@@ -144,3 +144,21 @@ class RunTools:
         self._sets.move_to_end(run_id)
         while len(self._sets) > self.kept:
             self._sets.popitem(last=False)
+
+
+class StartedCalls:
+    """The tasks whose call a live run started, by the run's state store (one per run
+    context): a task's call starts once per run, however many ``TaskReady`` name it (a
+    resumed run's and the scheduler's, say). A run resumed from a snapshot in a new
+    context starts its calls in flight again."""
+
+    def __init__(self) -> None:
+        self._runs: weakref.WeakKeyDictionary[Any, set[int]] = weakref.WeakKeyDictionary()
+
+    def take(self, store: Any, task_id: int) -> bool:
+        """Mark `task_id` started in the run of `store`; False if it was already."""
+        started = self._runs.setdefault(store, set())
+        if task_id in started:
+            return False
+        started.add(task_id)
+        return True

@@ -59,7 +59,7 @@ from llm_compiler.engine.executor import run_task
 from llm_compiler.engine.llm import Metered, default_llm, is_chat, metered_call, require_llm
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.engine.policy import Resume, RunPolicies, resume_in_flight
-from llm_compiler.engine.runs import RunRegistry, RunTools
+from llm_compiler.engine.runs import RunRegistry, RunTools, StartedCalls
 from llm_compiler.engine.scheduler import (
     Books,
     Decision,
@@ -171,6 +171,7 @@ class LLMCompilerWorkflow(Workflow):
         ``at_most_once`` call started; see :meth:`after_crash`)."""
         self._run_tools = RunTools()
         self._calls = Calls()
+        self._started_calls = StartedCalls()
 
     def run(
         self, ctx: Context | None = None, start_event: Any = None, **kwargs: Any
@@ -486,6 +487,8 @@ class LLMCompilerWorkflow(Workflow):
             return None  # not a task of the plan
         if not self._dispatched(state, ev.task_id, policy.requires_approval):
             return None  # not dispatched, not approved, or settled
+        if not self._started_calls.take(ctx.store, task.id):
+            return None  # started here before: a second TaskReady for it starts nothing
         tool = (await self._tools(state)).get(task.tool)
         args = self._calls.take(state.run_id, task.id)
         if args is None:  # dispatched by another process (a resumed run)
