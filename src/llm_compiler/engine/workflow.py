@@ -160,6 +160,12 @@ class LLMCompilerWorkflow(Workflow):
         self._runs.started(handler, run_id, new_turn)
         return handler
 
+    async def warmed(self) -> None:
+        """Wait until the embedded model has read the planner's prompt again after the
+        last answer (see :meth:`~llm_compiler.engine.planner.Planner.warm`): a question
+        asked then starts its plan without reading the instructions and examples."""
+        await self._planner.warmed()
+
     def _stale(self, ev: Any, state: CompilerState) -> bool:
         """Whether `ev` is a late event of an earlier run on this context."""
         return ev.run_id != state.run_id or self._runs.retired(ev.run_id)
