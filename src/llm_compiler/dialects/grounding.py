@@ -53,7 +53,7 @@ _QUANTITY = re.compile(
     re.I,
 )
 #: Words of a tool's name or first parameter that make it a calculator.
-_COMPUTE_WORDS = ("calc", "math", "arithmetic", "expression", "formula", "equation")
+_COMPUTE_WORDS = ("calc", "math", "arithmetic", "expr", "formula", "equation")
 MAX_NAMES = 80
 MAX_NUMBERS = 120
 
@@ -195,10 +195,18 @@ def compares(question: str) -> bool:
 
 
 def compute_tool(tools: Sequence[Any]) -> str | None:
-    """The name of the tool that computes expressions (a calculator), if there is one."""
+    """The name of the tool that computes expressions (a calculator), if there is one.
+
+    One that takes one required string, an expression, and calls itself or it so
+    (``calculator(expression)``, ``math(expr)``): ``geometry.calculate_area(base,
+    height)`` computes, but not the comparisons of any question.
+    """
     for spec in tool_specs(tools):
-        words = (spec.name + " " + " ".join(p.name for p in spec.params[:1])).lower()
-        if spec.call_form and spec.params and any(w in words for w in _COMPUTE_WORDS):
+        required = [p for p in spec.params if p.required]
+        if not spec.call_form or len(required) != 1:
+            continue
+        words = f"{spec.name} {required[0].name}".lower()
+        if required[0].schema.get("type") == "string" and any(w in words for w in _COMPUTE_WORDS):
             return spec.name
     return None
 
