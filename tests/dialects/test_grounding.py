@@ -16,6 +16,7 @@ from llm_compiler.dialects.grammar import joiner_grammar, plan_grammar
 from llm_compiler.dialects.grounding import (
     answer_values,
     compares,
+    compute_tool,
     failed_tasks,
     found_nothing,
     names,
@@ -23,6 +24,7 @@ from llm_compiler.dialects.grounding import (
     plan_names,
     replan_reason,
     required_tool,
+    text_tools,
 )
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
 from llm_compiler.plan import END_OF_PLAN
@@ -192,3 +194,30 @@ def test_a_failure_about_a_name_found_by_another_task_is_no_reason_to_replan():
     assert failed_tasks(RoundRecord(tasks=records)) == []
     records[0] = TaskRecord(1, "search", '1. search("Ada")', "No entry for 'Ada'.")
     assert [t.id for t in failed_tasks(RoundRecord(tasks=records))] == [1, 2]
+
+
+def test_only_a_tool_of_one_expression_is_the_calculator():
+    def distance_calculate(point_a: list[float], point_b: list[float]) -> float:
+        """Distance."""
+        return 0.0
+
+    def sales_calculate(company: str, years: int) -> float:
+        """Growth."""
+        return 0.0
+
+    def math(expr: str) -> float:
+        """Evaluate."""
+        return 0.0
+
+    assert compute_tool([distance_calculate, sales_calculate, demo_tools.search]) is None
+    assert compute_tool([sales_calculate, math]) == "math"
+    assert compute_tool(demo_tools.TOOLS) == "calculator"
+
+
+def test_a_plan_that_computes_leaves_out_tools_of_text_results():
+    assert text_tools(demo_tools.TOOLS) == ["search"]  # lookup gives numbers
+    assert text_tools([demo_tools.search, demo_tools.calculator]) == []  # nothing else would
+    grammar = plan_grammar(demo_tools.TOOLS, require="calculator", avoid=["search"])
+    assert not accepts(grammar, plan('search("Danube")', 'calculator("$1 - 2")'))
+    assert accepts(grammar, plan('lookup("Danube", "length_km")', 'calculator("$1 - 2")'))
+    assert accepts(grammar, plan('calculator("2 - 1")', 'search("Danube")'))  # after it: any

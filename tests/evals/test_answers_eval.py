@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from evals.answers import QUESTIONS, Question, is_right, markdown, numbers, run_answers
+from evals import stocks
+from evals.answers import (
+    QUESTIONS,
+    Question,
+    is_right,
+    markdown,
+    numbers,
+    run_answers,
+    verdict,
+)
 from llm_compiler.demo import tools as demo_tools
 from llm_compiler.testing import LLMCall, ScriptedLLM
 
@@ -29,9 +38,28 @@ def test_answers_need_every_name_and_number():
 
 def test_the_question_set_includes_the_demo_question():
     assert QUESTIONS[0] == Question(
-        "What are the capitals of France and Japan?", ("Paris", "Tokyo")
+        "What are the capitals of France and Japan?", ("Paris", "Tokyo"), "facts"
     )
-    assert len(QUESTIONS) >= 10
+    assert len(QUESTIONS) >= 30
+    held_out = [q for q in QUESTIONS if q.held_out]
+    assert len([q for q in held_out if q.tools == "demo"]) == 8
+    assert {q.kind for q in held_out} == {"facts", "compare", "missing", "fact"}
+    assert {q.tools for q in QUESTIONS} == {"demo", "stocks"}
+
+
+def test_verdicts_tell_right_could_not_find_and_wrong_apart():
+    assert verdict("Mont Blanc is 328 m higher.", (328,)) == "right"
+    assert verdict("I could not find the Matterhorn.", (328,)) == "could not find"
+    assert verdict("Mont Blanc is 4,478 m higher.", (328,)) == "wrong"
+    assert verdict("I could not find Peru in the encyclopedia.", ()) == "right"
+    assert verdict("The capital of Peru is Lima.", ()) == "wrong"
+
+
+async def test_the_stock_tools_answer_from_fixed_data():
+    assert await stocks.stock_price("nvda") == 181.2
+    assert "CEO Satya Nadella" in await stocks.company_profile("Microsoft")
+    assert "No company" in await stocks.company_profile("Initech")
+    assert stocks.convert_currency(229.5, "EUR") == 197.37
 
 
 async def test_a_full_scripted_run_is_checked(monkeypatch):
@@ -49,3 +77,5 @@ async def test_a_full_scripted_run_is_checked(monkeypatch):
     assert outcomes[0].tasks == ["search({'query': 'France'})", "search({'query': 'Japan'})"]
     table = markdown(outcomes, "scripted", "today")
     assert "Answer accuracy: **1/2** on scripted" in table
+    assert "| tuned, demo tools | 1/2 | 0 | 1 |" in table
+    assert outcomes[0].first_task is not None and outcomes[0].first_task <= outcomes[0].seconds

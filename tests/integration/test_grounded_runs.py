@@ -3,7 +3,6 @@ grounded answer grammars, and the planner's static prompt kept evaluated."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import ClassVar
 
 import pytest
@@ -114,7 +113,7 @@ async def test_after_an_answer_the_embedded_model_reads_the_planner_prompt_again
         joiner_examples=demo_tools.JOINER_EXAMPLES,
     )
     assert str(await wf.run(user_msg="How long is the Danube?")) == "The Danube is 2850 km long."
-    await asyncio.gather(*wf._planner._warming)
+    await wf.warmed()
     await wf.run(user_msg="How long is the Rhine?")
     planner, _, warm, next_planner = (c.prompt for c in llm.calls[:4])
     assert warm.endswith("\nQuestion:")

@@ -195,12 +195,6 @@ Question: What are the capitals of Italy and Spain?
 """
 
 JOINER_EXAMPLES = """\
-Question: What is the capital of Atlantis?
-1. search("Atlantis")
-Observation: No entry for 'Atlantis'. Try a single name such as 'France' or 'Nile'.
-Thought: The encyclopedia has no entry for Atlantis, so I cannot tell its capital.
-Action: Finish(I could not find Atlantis in the encyclopedia, so I do not know its capital.)
-<END_OF_RESPONSE>
 Question: How much higher is Mont Blanc than the Matterhorn?
 1. lookup("Mont Blanc", "height_m")
 Observation: 4806.0

@@ -283,6 +283,7 @@ def plan_grammar(
     allow_thoughts: bool = True,
     names: Sequence[str] = (),
     require: str | None = None,
+    avoid: Iterable[str] = (),
 ) -> str:
     """GBNF for a plan over `tools` (BaseTools or callables), numbered from `first_id`.
 
@@ -299,6 +300,8 @@ def plan_grammar(
             free. None given: every string is free.
         require: A tool the plan must call before ``join()`` (the calculator, for a
             question that compares quantities); ignored if it is not among `tools`.
+        avoid: Tools not called before `require`'s call (tools of text results, whose
+            results a calculator cannot read).
 
     Returns:
         The grammar text (root rule ``root``).
@@ -308,7 +311,7 @@ def plan_grammar(
         raise ValueError("A plan grammar needs at least one tool.")
     if max_tasks < 1 or first_id < 1:
         raise ValueError("max_tasks and first_id must be at least 1.")
-    rules, known = _Rules(names), sorted(set(known_ids))
+    rules, known, avoid = _Rules(names), sorted(set(known_ids)), set(avoid)
     thought = "thought? " if allow_thoughts else ""
     lines: list[tuple[int, str, str, str]] = []  # id, any call, the required tool's, others'
     for k in range(max_tasks):
@@ -317,6 +320,7 @@ def plan_grammar(
         values = {d: _Values(rules, d, refs, f"l{k + 1}") for d in _DIALECTS}
         calls = [(s.name == require, _tool_call(rules, s, n, values)) for n, s in enumerate(specs)]
         any_call = rules.add(f"call-l{k + 1}", " | ".join(c for _, c in calls))
+        calls = [(r, c) for (r, c), s in zip(calls, specs, strict=True) if s.name not in avoid]
         need, other = (
             rules.add(f"{hint}-l{k + 1}", chosen)
             if (chosen := " | ".join(c for r, c in calls if r is wanted))

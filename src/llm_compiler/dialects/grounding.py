@@ -12,6 +12,7 @@ planned again instead of answered.
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -53,7 +54,7 @@ _QUANTITY = re.compile(
     re.I,
 )
 #: Words of a tool's name or first parameter that make it a calculator.
-_COMPUTE_WORDS = ("calc", "math", "arithmetic", "expression", "formula", "equation")
+_COMPUTE_WORDS = ("calc", "math", "arithmetic", "expr", "formula", "equation")
 MAX_NAMES = 80
 MAX_NUMBERS = 120
 
@@ -195,11 +196,40 @@ def compares(question: str) -> bool:
 
 
 def compute_tool(tools: Sequence[Any]) -> str | None:
-    """The name of the tool that computes expressions (a calculator), if there is one."""
+    """The name of the tool that computes expressions (a calculator), if there is one.
+
+    One that takes one required string, an expression, and calls itself or it so
+    (``calculator(expression)``, ``math(expr)``): ``geometry.calculate_area(base,
+    height)`` computes, but not the comparisons of any question.
+    """
     for spec in tool_specs(tools):
-        words = (spec.name + " " + " ".join(p.name for p in spec.params[:1])).lower()
-        if spec.call_form and spec.params and any(w in words for w in _COMPUTE_WORDS):
+        required = [p for p in spec.params if p.required]
+        if not spec.call_form or len(required) != 1:
+            continue
+        words = f"{spec.name} {required[0].name}".lower()
+        if required[0].schema.get("type") == "string" and any(w in words for w in _COMPUTE_WORDS):
             return spec.name
+    return None
+
+
+def text_tools(tools: Sequence[Any]) -> list[str]:
+    """Tools a plan that computes leaves out: those declared to return text, when another
+    tool (not the calculator) declares a number (a calculator cannot read a text)."""
+    kinds = {spec.name: _returns(tool) for tool, spec in zip(tools, tool_specs(tools), strict=True)}
+    calculator = compute_tool(tools)
+    if not any(k in (int, float) for n, k in kinds.items() if n != calculator):
+        return []
+    return [n for n, k in kinds.items() if k is str]
+
+
+def _returns(tool: Any) -> Any:
+    """The return type a Python tool (a function or a FunctionTool) declares, or None."""
+    for fn in (getattr(tool, "async_fn", None), getattr(tool, "fn", None), tool):
+        if callable(fn):
+            try:
+                return typing.get_type_hints(fn).get("return")
+            except Exception:  # noqa: BLE001 - an unresolvable hint is no hint
+                continue
     return None
 
 

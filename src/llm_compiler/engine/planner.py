@@ -148,6 +148,10 @@ class Planner:
         self._warming.add(task)
         task.add_done_callback(self._warming.discard)
 
+    async def warmed(self) -> None:
+        """Wait for the warm-up requests sent so far."""
+        await asyncio.gather(*self._warming)
+
     async def _warm(self, prompt: str) -> None:
         try:
             await self.llm.acomplete(prompt, formatted=True, max_tokens=1)

@@ -218,6 +218,12 @@ class LLMCompilerWorkflow(Workflow):
         task = state.tasks[task_id]
         return resume_in_flight(task, state.run_id, self.policy_of(state, task.tool))
 
+    async def warmed(self) -> None:
+        """Wait until the embedded model has read the planner's prompt again after the
+        last answer (see :meth:`~llm_compiler.engine.planner.Planner.warm`): a question
+        asked then starts its plan without reading the instructions and examples."""
+        await self._planner.warmed()
+
     def _stale(self, ev: Any, state: CompilerState) -> bool:
         """Whether `ev` is a late event of an earlier run on this context."""
         return ev.run_id != state.run_id or self._runs.retired(ev.run_id)

@@ -16,7 +16,7 @@ from typing import Any
 
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
 from llm_compiler.dialects.grammar import plan_grammar
-from llm_compiler.dialects.grounding import plan_names, required_tool
+from llm_compiler.dialects.grounding import plan_names, required_tool, text_tools
 from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
 from llm_compiler.dialects.llmcompiler.prompts import ExampleSource, PlannerInput
 from llm_compiler.dialects.prompting import PromptContext
@@ -74,7 +74,8 @@ class LLMCompilerDialect:
                 known_ids=sorted(known),
                 max_tasks=min(context.max_tasks, self.grammar_max_tasks),
                 names=plan_names(context.prompt),
-                require=required_tool(context.prompt, context.tools),
+                require=(need := required_tool(context.prompt, context.tools)),
+                avoid=text_tools(context.tools) if need else (),
             )
         if context.prompt.chat:
             return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP, extras=extras)
