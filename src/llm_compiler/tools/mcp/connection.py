@@ -58,21 +58,25 @@ class _Phase(enum.Enum):
 
 @dataclass
 class _Session:
-    """One open session: the SDK client, living in `runner`, until `ended` is set."""
+    """One session of one event loop: the SDK client, held open by the `runner` task
+    until `stop` is set or the transport ends; `reason` says why it ended badly."""
 
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-    ended: asyncio.Event = field(default_factory=asyncio.Event)
-    client: Any = None
-    runner: asyncio.Task[None] | None = None
-    reason: str = ""
-    broken: bool = False
     loop: asyncio.AbstractEventLoop | None = None
+    runner: asyncio.Task[None] | None = None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    client: Any = None
+    reason: str = ""
+    broken: bool = False  # the transport went away (else it ended because we stopped it)
+
+    @property
+    def ended(self) -> bool:
+        return self.runner is not None and self.runner.done()
 
     @property
     def usable(self) -> bool:
         return (
             self.client is not None
-            and not self.ended.is_set()
+            and not self.ended
             and not self.stop.is_set()
             and self.loop is asyncio.get_running_loop()
         )
@@ -278,7 +282,6 @@ class MCPConnection:
                     MCPServerError(f"The MCP server {self.name} failed to start: {session.reason}")
                 )
         finally:
-            session.ended.set()
             if not ready.done():  # cancelled while starting
                 ready.set_exception(MCPServerError(f"The MCP server {self.name} was stopped."))
             if errlog is not None:
@@ -346,11 +349,10 @@ class MCPConnection:
     async def _request(self, session: _Session, what: str, coro: Any) -> Any:
         """Await `coro` unless the session ends first; cancelling us cancels it."""
         request = asyncio.ensure_future(coro)
-        ended = asyncio.ensure_future(session.ended.wait())
+        assert session.runner is not None
         try:
-            await asyncio.wait({request, ended}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({request, session.runner}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            ended.cancel()
             if not request.done():
                 request.cancel()  # the SDK sends notifications/cancelled for it
         if not request.done():
@@ -369,11 +371,7 @@ class MCPConnection:
         # call starts a new one, and say why if the server's stderr does.
         session.broken = True
         session.stop.set()
-        ended = asyncio.ensure_future(session.ended.wait())
-        try:
-            await asyncio.wait({ended}, timeout=5)
-        finally:
-            ended.cancel()
+        await asyncio.wait({session.runner}, timeout=5)
         reason = f": {session.reason}" if session.reason else "."
         raise MCPServerError(
             f"The MCP server {self.name} closed the connection during {what}{reason}"
