@@ -136,6 +136,8 @@ def report(out: Any) -> None:
 async def on_journal() -> None:
     runtime = durable_runtime(f"sqlite:///{DIR / 'runs.sqlite'}")
     wf = workflow(runtime=runtime, workflow_name="llmc_kill_test")
+    if (DIR / "policy").exists():  # durable runs honour declared at_most_once tools
+        wf.before_tool_call = runtime.before_tool_call
     await runtime.launch()
     try:
         report(await wf.run(user_msg=QUESTION, run_id=RUN_ID))

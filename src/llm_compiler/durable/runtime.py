@@ -227,8 +227,6 @@ class JournalRuntime(BaseRuntimeDecorator):
         serialized_state: dict[str, Any] | None = None,
         serializer: BaseSerializer | None = None,
     ) -> ExternalRunAdapter:
-        if getattr(workflow, "before_tool_call", "absent") is None:  # a compiler
-            workflow.before_tool_call = self._before_tool_call  # type: ignore[attr-defined]
         store = self.state_store(run_id, infer_state_type(workflow))
         if serialized_state and serialized_state.get("state_data") is not None:
             store.add_seed(
@@ -243,9 +241,12 @@ class JournalRuntime(BaseRuntimeDecorator):
         self._watch(run_id, adapter)
         return _RunHandle(adapter, self)
 
-    async def _before_tool_call(self, started: TaskStarted) -> None:
-        """An ``at_most_once`` call's start is committed before the call (a crash then
-        resumes the task with "outcome unknown", see the workflow's ``after_crash``)."""
+    async def before_tool_call(self, started: TaskStarted) -> None:
+        """Commit an ``at_most_once`` call's start before the call (a crash then resumes
+        the task with "outcome unknown", the workflow's ``after_crash``). Opt in with
+        ``wf.before_tool_call = runtime.before_tool_call``: not installed by default, since
+        tools declare no side-effect class by default and durable runs keep their
+        at-least-once promise for a tool in flight."""
         if started.side_effect == "at_most_once":
             key = f"{started.round}:{started.task_id}"
             self.journal.put(started.run_id, Row("started", key, "{}"))
