@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("asyncpg")
 
-from llm_compiler.durable import dbos_runtime, durable_runtime  # noqa: E402
+from llm_compiler.durable import durable_runtime  # noqa: E402
 from llm_compiler.errors import ConfigurationError  # noqa: E402
 
 
@@ -56,7 +56,6 @@ def test_served_and_in_process_runs_share_one_configuration(tmp_path):
 
     local = durable_runtime(f"sqlite:///{tmp_path / 'a.db'}")
     assert isinstance(local, LocalRuntime) and local.durable is not None
-    import asyncio
 
     from llm_compiler.durable.store import open_durable
 
@@ -68,10 +67,3 @@ def test_served_and_in_process_runs_share_one_configuration(tmp_path):
     assert local.durable.config.outage_limit == served.config.outage_limit
     for durable in (local.durable, served):  # give the SQLite locks back
         asyncio.run(durable.liveness.stop())
-
-
-def test_the_old_name_still_works_and_says_it_is_deprecated(tmp_path):
-    with pytest.warns(DeprecationWarning, match="durable_runtime"):
-        runtime = dbos_runtime(f"sqlite:///{tmp_path / 'x.db'}", app_name="anything")
-    assert runtime.durable is not None
-    asyncio.run(runtime.durable.liveness.stop())  # give the SQLite lock back

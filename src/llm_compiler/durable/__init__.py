@@ -23,13 +23,9 @@ once more. Needs the ``durable`` extra (``pip install 'llm-compiler[durable]'``)
 from __future__ import annotations
 
 import importlib
-import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llm_compiler._extras import require
-
-if TYPE_CHECKING:
-    from llm_compiler.durable.local import LocalRuntime
 
 _NEEDED = {"asyncpg": "asyncpg"}
 
@@ -62,17 +58,4 @@ def __getattr__(name: str) -> Any:
     return getattr(module, name)
 
 
-__all__ = [*_EXPORTS, "check_installed", "dbos_runtime"]
-
-
-def dbos_runtime(database_url: str, **ignored: Any) -> LocalRuntime:
-    """Deprecated name of :func:`durable_runtime` (runs no longer go through DBOS; the
-    DBOS-specific keywords are ignored)."""
-    warnings.warn(
-        "dbos_runtime() is durable_runtime() now; DBOS is no longer used.",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    from llm_compiler.durable.local import durable_runtime
-
-    return durable_runtime(database_url, worker=ignored.get("worker"))
+__all__ = [*_EXPORTS, "check_installed"]
