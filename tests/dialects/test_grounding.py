@@ -144,6 +144,11 @@ def test_failed_and_not_found_lookups_are_told_apart_from_findings():
     assert "Rhine" not in reason
 
 
+def test_tools_say_they_found_nothing_in_several_ways():
+    for text in ("No company named 'Initech'.", "Unknown symbol 'X'.", "Item not found"):
+        assert found_nothing(TaskRecord(1, "t", '1. t("x")', text))
+
+
 def test_a_long_text_that_mentions_not_found_is_a_finding():
     text = "Rhine: River. " + "x " * 200 + "The source was not found until 1900."
     assert not found_nothing(TaskRecord(1, "search", '1. search("Rhine")', text))

@@ -27,7 +27,8 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 #: An observation that says it found nothing (a tool may return this instead of raising).
 _NOT_FOUND = re.compile(
     r"\b(?:no (?:entry|entries|results?|matches?|match|data|record|information) (?:for|about|on)"
-    r"|not found|could not find|couldn't find|unknown (?:city|name|symbol|entry|item)"
+    r"|no \w+ (?:named|called)|not found|could not find|couldn't find"
+    r"|unknown (?:city|name|symbol|entry|item|company)"
     r"|does not exist|no such)\b",
     re.I,
 )
