@@ -144,6 +144,11 @@ def test_failed_and_not_found_lookups_are_told_apart_from_findings():
     assert "Rhine" not in reason
 
 
+def test_tools_say_they_found_nothing_in_several_ways():
+    for text in ("No company named 'Initech'.", "Unknown symbol 'X'.", "Item not found"):
+        assert found_nothing(TaskRecord(1, "t", '1. t("x")', text))
+
+
 def test_a_long_text_that_mentions_not_found_is_a_finding():
     text = "Rhine: River. " + "x " * 200 + "The source was not found until 1900."
     assert not found_nothing(TaskRecord(1, "search", '1. search("Rhine")', text))
@@ -221,3 +226,19 @@ def test_a_plan_that_computes_leaves_out_tools_of_text_results():
     assert not accepts(grammar, plan('search("Danube")', 'calculator("$1 - 2")'))
     assert accepts(grammar, plan('lookup("Danube", "length_km")', 'calculator("$1 - 2")'))
     assert accepts(grammar, plan('calculator("2 - 1")', 'search("Danube")'))  # after it: any
+
+
+def test_the_answer_to_a_comparison_quotes_the_calculation():
+    rounds = [
+        RoundRecord(
+            tasks=[
+                TaskRecord(1, "lookup", '1. lookup("Danube", "length_km")', "2850.0"),
+                TaskRecord(2, "lookup", '2. lookup("Rhine", "length_km")', "1230.0"),
+                TaskRecord(3, "calculator", '3. calculator("$1 - $2")', "1620.0"),
+            ]
+        )
+    ]
+    question = "How much longer is the Danube than the Rhine?"
+    context = PromptContext(question, rounds=rounds, tools=demo_tools.TOOLS)
+    numbers, anchors = answer_values(context)
+    assert "1620" in anchors and "2850" not in anchors and "2850" in numbers

@@ -187,6 +187,12 @@ Question: How much higher is Mont Blanc than the Matterhorn?
 3. calculator("$1 - $2")
 4. join()
 <END_OF_PLAN>
+Question: How much longer is the Yangtze than the Seine?
+1. lookup("Yangtze", "length_km")
+2. lookup("Seine", "length_km")
+3. calculator("$1 - $2")
+4. join()
+<END_OF_PLAN>
 Question: What are the capitals of Italy and Spain?
 1. search("Italy")
 2. search("Spain")

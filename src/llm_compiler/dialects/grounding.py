@@ -27,7 +27,8 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 #: An observation that says it found nothing (a tool may return this instead of raising).
 _NOT_FOUND = re.compile(
     r"\b(?:no (?:entry|entries|results?|matches?|match|data|record|information) (?:for|about|on)"
-    r"|not found|could not find|couldn't find|unknown (?:city|name|symbol|entry|item)"
+    r"|no \w+ (?:named|called)|not found|could not find|couldn't find"
+    r"|unknown (?:city|name|symbol|entry|item|company)"
     r"|does not exist|no such)\b",
     re.I,
 )
@@ -180,14 +181,29 @@ def answer_values(context: PromptContext) -> tuple[list[str], list[str]]:
     Numbers come from the question and the observations that found something; the
     values it must state (one at least, or say it could not find) are those
     observations' numbers (only those, when the question asks for a quantity and some
-    were found) and names.
+    were found; only the calculator's, when it compares and one was computed) and names.
     """
     found = observation_texts(context.rounds)
     numbers = number_forms([context.question, *found])
+    computed = _computed(context)
+    if computed and compares(context.question):
+        return numbers, computed  # a comparison's answer quotes the calculation
     found_numbers = number_forms(found)
     if found_numbers and _QUANTITY.search(context.question):
         return numbers, found_numbers
     return numbers, found_numbers + answer_names(found)
+
+
+def _computed(context: PromptContext) -> list[str]:
+    """The number forms of the calculator's results in `context`'s rounds."""
+    tool = compute_tool(context.tools)
+    results = [
+        t.observation or ""
+        for r in context.rounds
+        for t in r.tasks
+        if t.tool == tool and not found_nothing(t)
+    ]
+    return number_forms(results)
 
 
 def compares(question: str) -> bool:
