@@ -325,6 +325,7 @@ class Journal:
                 if not self.driver.lost(e) or self._closing:
                     raise
                 self._lost(e)
+                # Retry backoff while the database is unreachable (no event says it is back).
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, cap)
                 continue

@@ -197,6 +197,7 @@ class PostgresLiveness:
                             f"the store did not answer for {self.config.outage_limit:g} s ({e})"
                         )
                         return
+                    # Reconnect backoff: a database that is down sends no event to wait for.
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, cap)
             self.degraded = False
@@ -216,7 +217,7 @@ class PostgresLiveness:
         conn: Any = None
         again = False
         try:
-            if grace:
+            if grace:  # a restarting database: give it time before watching again
                 await asyncio.sleep(grace)
             conn = await self._connect()
             await conn.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", _key(worker))
