@@ -198,6 +198,16 @@ class TaskStarted(_RunEvent):
     idempotency_key: str = ""
     error: str | None = None
     """The previous try's error, on a retry."""
+    started_at: float = 0.0
+    """When this try started (``time.time()``): where the page's timeline marks it."""
+
+
+class TaskCut(TaskReady):
+    """Sent by a runtime resuming a run: the call of this task had its start committed
+    (``at_most_once``) and a crash cut it. The executor does not call it again: it records
+    the workflow's ``after_crash`` observation ("outcome unknown") and streams it. A kind
+    of ``TaskReady`` (the executor's event); not one a client may send (only
+    human-response events are)."""
 
 
 class TaskWaiting(_RunEvent):

@@ -101,10 +101,17 @@ class Worker:
     """One ``llm-compiler serve`` process."""
 
     def __init__(
-        self, store: str, calls: Calls, *extra: str, crash_at: str = "", slow: float = 0
+        self,
+        store: str,
+        calls: Calls,
+        *extra: str,
+        crash_at: str = "",
+        slow: float = 0,
+        undeclared: str = "",
     ) -> None:
         env = {
             **os.environ,
+            "LLMC_UNDECLARED": undeclared,
             "LLMC_SLOW_SECONDS": str(slow),
             "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
             "LLMC_CALLS": str(calls.path),

@@ -8,6 +8,8 @@
   step, right after task 3 was admitted and marked running), ``tool`` (tool 3 in flight) or
   ``joiner`` (mid-stream of the joiner's answer). There the process appends
   ``blocked <point>`` and waits forever, for the test to kill it.
+* ``LLMC_UNDECLARED``: names of tools that declare no side-effect class (the default,
+  ``at_most_once``); the others are ``pure`` (run again after a crash).
 """
 
 from __future__ import annotations
@@ -91,8 +93,11 @@ class HeldCompiler(LLMCompilerWorkflow):
 
 
 def make() -> LLMCompilerWorkflow:
+    undeclared = os.environ.get("LLMC_UNDECLARED", "").split(",")
+    pure = [name for name in ("fetch", "slow", "combine") if name not in undeclared]
     return HeldCompiler(
         tools=[fetch, slow, combine],
+        tool_policies={name: {"side_effect": "pure"} for name in pure},
         llm=CrashingLLM(reply, tokens_per_chunk=2),
         timeout=120,
     )

@@ -6,9 +6,11 @@ Usage: ``python kill_app.py DIR CRASH [BACKEND]``. BACKEND is ``journal`` (defau
 state row when it starts). CRASH is one of
 ``none``, ``tool`` (the slow
 tool signals, writing DIR/ready, then blocks until the test kills the process),
-``plan`` (killed while the plan streams, after tasks 1 and 2 finished), ``schedule``
-(killed inside the scheduler step right after it wrote the facts that dispatch task 3,
-before it emitted anything), ``join`` (killed while the joiner streams).
+``policy`` and ``default`` (as ``tool``, with ``slow`` declared ``at_most_once``, or
+declaring nothing; the other tools are ``pure``), ``plan`` (killed while the plan streams,
+after tasks 1 and 2 finished), ``schedule`` (killed inside the scheduler step right after
+it wrote the facts that dispatch task 3, before it emitted anything), ``join`` (killed
+while the joiner streams).
 
 Every tool call and LLM call appends a line to DIR/calls.log (flushed and synced before
 the process can die); the answer and the task outputs are printed as one JSON line.
@@ -68,7 +70,7 @@ async def slow(x: str) -> str:
     if CRASH == "once" or CRASH == "none-once":
         await at_most_once()  # committed before the call's effect
     log(f"start slow {x}")
-    if CRASH in ("tool", "once", "policy"):
+    if CRASH in ("tool", "once", "policy", "default"):
         (DIR / "ready").write_text("started")
         await asyncio.Event().wait()  # until the test kills this process
     log(f"done slow {x}")
@@ -114,11 +116,21 @@ class Workflow(LLMCompilerWorkflow):
         super()._emit(ctx, state, decision)
 
 
+def policies() -> dict[str, Any]:
+    """The tools' side-effect classes: both ``pure`` (run again after a crash), unless the
+    crash is ``policy`` (``slow`` declared ``at_most_once``) or ``default`` (``slow``
+    declares nothing: the default class, ``at_most_once``). Kept for the next start."""
+    if CRASH in ("policy", "default"):
+        (DIR / "policy").write_text(CRASH)
+    mode = (DIR / "policy").read_text() if (DIR / "policy").exists() else "pure"
+    out: dict[str, Any] = {"lookup": {"side_effect": "pure"}}
+    if mode != "default":
+        out["slow"] = {"side_effect": "at_most_once" if mode == "policy" else "pure"}
+    return out
+
+
 def workflow(**options: Any) -> Workflow:
-    if CRASH == "policy":  # the slow tool is declared at-most-once (kept for the next start)
-        (DIR / "policy").write_text("at_most_once")
-    if (DIR / "policy").exists():
-        options["tool_policies"] = {"slow": {"side_effect": "at_most_once"}}
+    options["tool_policies"] = policies()
     return Workflow(
         tools=[lookup, slow],
         llm=App(),
@@ -136,8 +148,6 @@ def report(out: Any) -> None:
 async def on_journal() -> None:
     runtime = durable_runtime(f"sqlite:///{DIR / 'runs.sqlite'}")
     wf = workflow(runtime=runtime, workflow_name="llmc_kill_test")
-    if (DIR / "policy").exists():  # durable runs honour declared at_most_once tools
-        wf.before_tool_call = runtime.before_tool_call
     await runtime.launch()
     try:
         report(await wf.run(user_msg=QUESTION, run_id=RUN_ID))

@@ -60,6 +60,29 @@ def test_a_run_killed_at_any_point_finishes_once_restarted(point, database, call
     assert mark["value"]["worker"] == again.worker and events[-1]["type"] == "StopEvent"
 
 
+def test_a_tool_declaring_nothing_is_not_called_again_after_a_kill(database, calls: Calls, workers):
+    """``slow`` declares no side-effect class (so ``at_most_once``): the worker committed
+    its start before the call, by itself; killed in flight, the next worker does not call
+    it again, its outcome says so, and the task that needs it is skipped."""
+    first = Worker(database, calls, crash_at="tool", undeclared="slow")
+    workers.append(first)
+    handler_id = first.start_run()
+    calls.wait_for("blocked", "tool")
+    first.kill()
+
+    again = Worker(database, calls, undeclared="slow")
+    workers.append(again)
+    handler = again.wait_done(handler_id)
+    assert handler["status"] == "completed", handler
+    assert calls.count("tool", "slow:gamma") == 1, calls.lines()  # not called again
+    assert calls.count("tool", "combine") == 0, calls.lines()  # needs it: skipped
+    events = again.events(handler_id)
+    results = {e["value"]["task_id"]: e["value"] for e in events if e["type"] == "TaskResult"}
+    assert 3 in results, [(e["type"], e["value"]) for e in events][-6:]
+    assert results[3]["is_error"] and "unknown" in results[3]["output"].lower()
+    assert results[4]["skipped"]
+
+
 def test_a_sqlite_store_resumes_a_killed_run(tmp_path, calls: Calls, workers):
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     first = Worker(store, calls, crash_at="tool")

@@ -101,6 +101,19 @@ def listed(name: str, **annotations: bool) -> SimpleNamespace:
     )
 
 
+def test_the_sdks_tool_annotations_state_the_side_effect_class():
+    """The MCP SDK's own ``ToolAnnotations`` (snake-case attributes), as a server lists them."""
+    from mcp.types import ToolAnnotations
+
+    read = listed("get")
+    read.annotations = ToolAnnotations(readOnlyHint=True)
+    put = listed("put")
+    put.annotations = ToolAnnotations(idempotent_hint=True, read_only_hint=False)
+    plain = MCPConnection("python -m nothing")
+    assert declared(MCPTool(plain, read)).side_effect == "pure"  # type: ignore[union-attr]
+    assert declared(MCPTool(plain, put)).side_effect == "idempotent"  # type: ignore[union-attr]
+
+
 def test_mcp_tools_take_policies_from_annotations_server_and_tool():
     plain = MCPConnection("python -m nothing")
     assert declared(MCPTool(plain, listed("get", readOnlyHint=True))).side_effect == "pure"  # type: ignore[union-attr]

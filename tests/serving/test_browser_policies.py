@@ -1,5 +1,6 @@
 """Tool policies on the live page: a held node with approve / edit / reject, while the
-other tasks finish; a wait for a resource key and the time waited."""
+other tasks finish; a wait for a resource key and the time waited; the timeline's held and
+waiting spans and its marks where retries started."""
 
 from __future__ import annotations
 
@@ -48,6 +49,10 @@ async def test_a_held_task_is_approved_with_edited_arguments_on_the_page(browser
         await page.click('#dag .node[data-task="3"]')
         details = await page.text_content("#details")
         assert details is not None and "A + B" in details
+        held = page.locator('#gantt .held-span[data-task="3"]')  # the time it waited for us
+        assert await held.count() == 1
+        assert "held for approval" in (await held.locator("title").text_content() or "")
+        assert float(await held.get_attribute("width") or 0) > 2
     finally:
         await page.close()
         await stop(server)
@@ -78,11 +83,48 @@ async def test_a_wait_for_a_resource_key_is_shown(browser):  # noqa: F811
         note = await page.text_content('#dag .node[data-task="2"] .note')
         assert note is not None and "key:source" in note
         assert await page.locator("#dag .node.running").count() == 1
+        # the wait grows on the timeline while it lasts
+        await page.wait_for_selector('#gantt .wait-span[data-task="2"]', timeout=15000)
         release.set()
         await page.wait_for_selector("#answer:not([hidden])", timeout=15000)
         await page.click('#dag .node[data-task="2"]')
         details = await page.text_content("#details")
         assert details is not None and "Waited for a slot" in details
+        wait = page.locator('#gantt .wait-span[data-task="2"]')
+        assert "key:source" in (await wait.locator("title").text_content() or "")
+    finally:
+        await page.close()
+        await stop(server)
+
+
+async def test_retries_are_marked_on_the_timeline(browser):  # noqa: F811
+    tries: dict[str, int] = {}
+
+    async def fetch(name: str) -> str:
+        """Fetch a value by name; fails on the first try of each name."""
+        tries[name] = tries.get(name, 0) + 1
+        if tries[name] == 1:
+            raise ConnectionError(f"{name}: connection reset")
+        return f"value of {name}"
+
+    wf = LLMCompilerWorkflow(
+        tools=[fetch, combine],
+        llm=scripted(),
+        timeout=60,
+        tool_policies={"fetch": ToolPolicy(side_effect="pure", retry={"attempts": 3})},
+    )
+    url, server, _ = await start_server(lambda: build_app({"compiler": wf}))
+    page = await browser.new_page(viewport={"width": 1400, "height": 900})
+    try:
+        await page.goto(url + "/")
+        await page.fill("#question", "alpha and beta?")
+        await page.click("#go")
+        await page.wait_for_selector("#answer:not([hidden])", timeout=15000)
+        marks = page.locator('#gantt .try-mark[data-try="2"]')
+        assert await marks.count() == 2  # one per fetch: its second try
+        title = await marks.first.locator("title").text_content()
+        assert title is not None and "try 2 of 3" in title and "connection reset" in title
+        assert await page.locator("#gantt .try-mark").count() == 2  # no third try
     finally:
         await page.close()
         await stop(server)

@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 
 from llm_compiler.demo import tools as demo_tools
 
@@ -38,8 +39,8 @@ def build_server() -> MCPServer:
         log_level="WARNING",
     )
     tools = cast("list[Callable[..., Any]]", demo_tools.TOOLS)
-    for fn in tools:
-        server.add_tool(_telling(fn))
+    for fn in tools:  # lookups: clients may run them again (llm-compiler: ``pure``)
+        server.add_tool(_telling(fn), annotations=ToolAnnotations(read_only_hint=True))
     return server
 
 

@@ -20,6 +20,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from llm_compiler.tools.policy import with_policy
+
 ENCYCLOPEDIA_PATH = Path(__file__).with_name("encyclopedia.json")
 LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "0.3"))
 
@@ -174,7 +176,9 @@ async def lookup(name: str, field: str) -> float:
     return float(facts[field])
 
 
-TOOLS = [search, lookup, calculator]
+TOOLS = [with_policy(fn, side_effect="pure") for fn in (search, lookup, calculator)]
+"""The demo's tools: lookups and arithmetic, ``pure`` (retried, and run again after a
+crash, as nothing outside changes)."""
 
 
 # Few-shot examples in the demo's domain. A small base model copies the shape of its

@@ -7,15 +7,16 @@ each step back to work on the facts, never redoing one that was recorded:
 - the current round's plan is not complete: the planner step (the call a crash cut is
   asked again; the tasks it had admitted keep their ids and results), or, for a plan
   that waits for a verdict, the request for it; a recorded verdict is acted on;
-- tasks dispatched without a result: each is dispatched again (at-least-once), and a
-  task decided not to run gets its error result again;
+- tasks dispatched without a result: each is dispatched again (``pure``, ``idempotent``:
+  at-least-once), or, for a call whose start was committed (``at_most_once``), a
+  ``TaskCut``: the executor records the workflow's "outcome unknown" observation and calls
+  nothing; a task decided not to run gets its error result again;
 - the plan complete and every task settled: the joiner step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from typing import Any
+from collections.abc import Collection
 
 from workflows.events import Event
 
@@ -26,18 +27,10 @@ from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import (
     CompilerStartEvent,
     JoinEvent,
+    TaskCut,
     TaskReady,
 )
 from llm_compiler.plan import PlanTask
-
-#: The observation of an at-most-once call that a crash cut (it is not run again).
-UNKNOWN = (
-    "Error: the outcome of this call is unknown: the process running it stopped after the "
-    "call started, and a call that must not run twice is not run again."
-)
-
-
-AfterCrash = Callable[[CompilerState, int], Any]
 
 
 def resume_events(
@@ -45,17 +38,16 @@ def resume_events(
     limit: int | None,
     cut: Collection[tuple[int, ...]] = (),
     rules: RunPolicies | None = None,
-    after_crash: AfterCrash | None = None,
 ) -> list[Event]:
     """The events that carry `state`'s run on (`limit`: the workflow's tool concurrency;
     `cut`: the (round, task) of calls recorded as started that a crash cut; `rules`: the
-    run's tool policies; `after_crash`: the workflow's verdict on such a call)."""
+    run's tool policies)."""
     run_id, round = state.run_id, state.round
     if state.answer is not None:
         return [JoinEvent(round=round, run_id=run_id)]
     planned = round < len(state.rounds) and state.rounds[round].complete
     out = [] if planned else [_plan_again(state)]
-    out += outstanding(state, limit, cut, rules, after_crash)
+    out += outstanding(state, limit, cut, rules)
     if planned and all(t.id in state.outcomes for t in state.round_tasks(round)):
         out.append(JoinEvent(round=round, run_id=run_id))
     return out
@@ -79,11 +71,10 @@ def outstanding(
     limit: int | None,
     cut: Collection[tuple[int, ...]] = (),
     rules: RunPolicies | None = None,
-    after_crash: AfterCrash | None = None,
 ) -> list[Event]:
-    """``TaskReady`` for each task dispatched and not settled (an at-most-once call a crash
-    cut, in `cut`, gets an error result instead); the error result again for each task
-    decided not to run and not settled (the fold of the scheduler's journal)."""
+    """``TaskReady`` for each task dispatched and not settled (``TaskCut`` for an
+    at-most-once call a crash cut, in `cut`); the error result again for each task decided
+    not to run and not settled (the fold of the scheduler's journal)."""
     book = Book(limit, rules)
     failed: dict[int, tuple[PlanTask, str, bool]] = {}
     for entry in state.log:
@@ -94,11 +85,9 @@ def outstanding(
     out: list[Event] = []
     for tid in book.running:
         task = state.tasks[tid]
-        if (task.round, tid) in cut:  # marked at-most-once: never run again
-            verdict = after_crash(state, tid) if after_crash is not None else None
-            result = getattr(verdict, "result", None)
+        if (task.round, tid) in cut:  # its start was committed: never called again
             out.append(
-                result if result is not None else not_run(task, state.run_id, UNKNOWN, False)
+                TaskCut(round=task.round, run_id=state.run_id, task_id=tid, tool_name=task.tool)
             )
             continue
         out.append(

@@ -53,6 +53,7 @@ from workflows.workflow import Workflow
 from llm_compiler.durable.facts import Row, diff, fold
 from llm_compiler.durable.journal import Journal
 from llm_compiler.durable.recovery import resume_events
+from llm_compiler.engine.policy import BEFORE_CALL
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import TaskStarted
 
@@ -139,6 +140,7 @@ class _JournaledRun(BaseInternalRunAdapterDecorator):
             step.close()
             raise
         _JOURNAL.set(self._runtime.journal)  # this step's task only
+        BEFORE_CALL.set(self._runtime.before_tool_call)
         return await step
 
 
@@ -243,10 +245,9 @@ class JournalRuntime(BaseRuntimeDecorator):
 
     async def before_tool_call(self, started: TaskStarted) -> None:
         """Commit an ``at_most_once`` call's start before the call (a crash then resumes
-        the task with "outcome unknown", the workflow's ``after_crash``). Opt in with
-        ``wf.before_tool_call = runtime.before_tool_call``: not installed by default, since
-        tools declare no side-effect class by default and durable runs keep their
-        at-least-once promise for a tool in flight."""
+        the task with "outcome unknown", the workflow's ``after_crash``). Every tool call
+        of a run on this runtime awaits it (:data:`~llm_compiler.engine.policy.BEFORE_CALL`);
+        ``pure`` and ``idempotent`` calls cost nothing here."""
         if started.side_effect == "at_most_once":
             key = f"{started.round}:{started.task_id}"
             self.journal.put(started.run_id, Row("started", key, "{}"))
@@ -297,10 +298,9 @@ class JournalRuntime(BaseRuntimeDecorator):
         limit = getattr(getattr(workflow, "config", None), "concurrency", None)
         policies = getattr(workflow, "run_policies", None)
         rules = policies(state) if policies is not None else None
-        after_crash = getattr(workflow, "after_crash", None)
         cut = {
             tuple(int(p) for p in key.split(":")) for kind, key, _ in rows if kind == "started"
         } - {tuple(int(p) for p in key.split(":")) for kind, key, _ in rows if kind == "result"}
-        for event in resume_events(state, limit, cut, rules, after_crash):
+        for event in resume_events(state, limit, cut, rules):
             handler.ctx.send_event(event)
         return handler

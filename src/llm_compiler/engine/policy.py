@@ -11,25 +11,33 @@ goes first (:func:`remaining_paths`).
 
 :func:`resume_in_flight` is what a durable runtime asks about a task that started before
 a crash and has no recorded result: run it again (``pure``; ``idempotent`` with the same
-idempotency key) or record "outcome unknown after a crash" (``at_most_once``).
+idempotency key) or record "outcome unknown after a crash" (``at_most_once``). A runtime
+learns which calls those are from :data:`BEFORE_CALL`, its hook for the steps it runs.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llama_index.core.tools import BaseTool
 
-from llm_compiler.events import TaskResult, call_key
+from llm_compiler.events import TaskResult, TaskStarted, call_key
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools.policy import DEFAULT_POLICY, ToolPolicy, declared
 
 Slot = tuple[str, int]
 """A slot a running call takes: (name, capacity)."""
 TaskOrder = Literal["critical_path", "plan"]
+
+BeforeCall = Callable[[TaskStarted], Awaitable[None]]
+#: The runtime's hook, awaited before each try of a tool call in the steps it runs (set
+#: in the step's task). A durable runtime commits there that an ``at_most_once`` call
+#: started, so that a crash does not run it again: no wiring by the user.
+BEFORE_CALL: ContextVar[BeforeCall | None] = ContextVar("llmc_before_call", default=None)
 
 #: The observation of an ``at_most_once`` task in flight at a crash.
 UNKNOWN_AFTER_CRASH = (

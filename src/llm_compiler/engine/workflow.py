@@ -24,6 +24,7 @@ as it would have).
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -58,7 +59,13 @@ from llm_compiler.engine.dispatch import (
 from llm_compiler.engine.executor import run_task
 from llm_compiler.engine.llm import Metered, default_llm, is_chat, metered_call, require_llm
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
-from llm_compiler.engine.policy import Resume, RunPolicies, resume_in_flight
+from llm_compiler.engine.policy import (
+    BEFORE_CALL,
+    UNKNOWN_AFTER_CRASH,
+    Resume,
+    RunPolicies,
+    resume_in_flight,
+)
 from llm_compiler.engine.runs import RunRegistry, RunTools, StartedCalls
 from llm_compiler.engine.scheduler import (
     Books,
@@ -81,6 +88,7 @@ from llm_compiler.events import (
     PlanEvent,
     ReplanEvent,
     TaskApprovalResponse,
+    TaskCut,
     TaskReady,
     TaskResult,
     TaskStarted,
@@ -167,8 +175,8 @@ class LLMCompilerWorkflow(Workflow):
         self.retry_sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
         """Waits a retry's backoff (tests put a recorder here: no real sleeps)."""
         self.before_tool_call: Callable[[TaskStarted], Awaitable[None]] | None = None
-        """Awaited before each try of a tool call (a durable runtime records there that an
-        ``at_most_once`` call started; see :meth:`after_crash`)."""
+        """Awaited before each try of a tool call, after the runtime's own hook (a durable
+        runtime's records that an ``at_most_once`` call started; see :meth:`after_crash`)."""
         self._run_tools = RunTools()
         self._calls = Calls()
         self._started_calls = StartedCalls()
@@ -477,12 +485,14 @@ class LLMCompilerWorkflow(Workflow):
 
     # ------------------------------------------------------------------ executor
 
-    @step(num_workers=MAX_PARALLEL_TOOLS)
+    @step(num_workers=MAX_PARALLEL_TOOLS, accept_event_subclasses=True)
     async def execute(self, ctx: Context[CompilerState], ev: TaskReady) -> TaskResult | None:
         """Run one tool call; failures and timeouts become error observations.
 
         Only a task of the plan that the scheduler dispatched and nobody settled runs,
-        with the arguments it was dispatched with (never taken from the event).
+        with the arguments it was dispatched with (never taken from the event). A
+        :class:`TaskCut` (a resumed run's call that must not run twice) gets the
+        ``after_crash`` observation instead of a call.
         """
         state = await self._state(ctx)
         if self._stale(ev, state):
@@ -495,6 +505,8 @@ class LLMCompilerWorkflow(Workflow):
             return None  # not dispatched, not approved, or settled
         if not self._started_calls.take(ctx.store, task.id):
             return None  # started here before: a second TaskReady for it starts nothing
+        if isinstance(ev, TaskCut):
+            return self._cut(ctx, state, task)
         tool = (await self._tools(state)).get(task.tool)
         args = self._calls.take(state.run_id, task.id)
         if args is None:  # dispatched by another process (a resumed run)
@@ -531,6 +543,27 @@ class LLMCompilerWorkflow(Workflow):
         ctx.write_event_to_stream(result)
         return result
 
+    def _cut(self, ctx: Context[CompilerState], state: CompilerState, task: PlanTask) -> TaskResult:
+        """The outcome of `task`, whose call a crash cut after its start was committed: the
+        workflow's ``after_crash`` observation (an explicit mark wins over a ``pure`` or
+        ``idempotent`` class: such a call is not run again either)."""
+        verdict = self.after_crash(state, task.id)
+        unknown = UNKNOWN_AFTER_CRASH.format(tool=task.tool)
+        result = verdict.result or not_run(task, state.run_id, unknown, False)
+        result.run_id = state.run_id
+        self._tracer.not_run(
+            state.run_id,
+            task.id,
+            task.round,
+            task.tool,
+            task.deps,
+            task.kwargs,
+            result.output,
+            False,
+        )
+        ctx.write_event_to_stream(result)
+        return result
+
     async def _started(
         self,
         ctx: Context[CompilerState],
@@ -541,7 +574,8 @@ class LLMCompilerWorkflow(Workflow):
         error: str | None,
     ) -> None:
         """Tell the stream a retry of `ev`'s call starts (the first try is its
-        ``TaskReady``), then await ``before_tool_call`` for every try."""
+        ``TaskReady``), then await the runtime's hook and ``before_tool_call`` for every
+        try."""
         started = TaskStarted(
             round=ev.round,
             run_id=ev.run_id,
@@ -552,9 +586,13 @@ class LLMCompilerWorkflow(Workflow):
             side_effect=side_effect,
             idempotency_key=ev.call_key,
             error=error,
+            started_at=time.time(),
         )
         if attempt > 1:
             ctx.write_event_to_stream(started)
+        runtime_hook = BEFORE_CALL.get()
+        if runtime_hook is not None:
+            await runtime_hook(started)
         if self.before_tool_call is not None:
             await self.before_tool_call(started)
 

@@ -1,12 +1,13 @@
 """The tool call being run, for tools that deduplicate their side effects.
 
-A durable run is at-least-once for a tool call in flight when its process dies: the
-call runs once more when the run resumes. Every attempt of a call has the same key,
+A durable run calls an ``idempotent`` (or ``pure``) tool in flight when its process died
+once more when the run resumes. Every attempt of a call has the same key,
 ``run_id:round:task_id``, so a tool with side effects (a payment, an e-mail) can record
 the key with its effect and return the recorded result the second time::
 
-    from llm_compiler import idempotency_key
+    from llm_compiler import idempotency_key, policy
 
+    @policy(side_effect="idempotent")
     def pay(amount: float) -> str:
         key = idempotency_key()          # None when called outside a run
         return ledger.pay_once(key, amount)

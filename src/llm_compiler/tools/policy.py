@@ -195,9 +195,20 @@ def load_policies(data: Any) -> dict[str, ToolPolicy]:
 
 def mcp_policy(annotations: Any) -> ToolPolicy | None:
     """The side-effect class an MCP tool's annotations state, if they state one:
-    ``readOnlyHint`` -> pure, ``idempotentHint`` -> idempotent."""
+    ``readOnlyHint`` -> pure, ``idempotentHint`` -> idempotent (read as the SDK's
+    ``read_only_hint``/``idempotent_hint`` attributes, or camel-case ones)."""
     if annotations is None:
         return None
+    if _hint(annotations, "read_only_hint", "readOnlyHint"):
+        return ToolPolicy(side_effect="pure")
+    if _hint(annotations, "idempotent_hint", "idempotentHint"):
+        return ToolPolicy(side_effect="idempotent")
+    return None
+
+
+def _hint(annotations: Any, *names: str) -> bool:
+    """Whether an annotation named one of `names` is ``True``."""
+    return any(getattr(annotations, name, None) is True for name in names)
     if getattr(annotations, "readOnlyHint", None) is True:
         return ToolPolicy(side_effect="pure")
     if getattr(annotations, "idempotentHint", None) is True:

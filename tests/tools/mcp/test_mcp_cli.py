@@ -45,12 +45,15 @@ async def test_the_demo_tools_as_an_mcp_server(http_server):
     import sys
 
     from llm_compiler.tools import ToolError, call_tool, tools_from_mcp
+    from llm_compiler.tools.policy import declared
 
     demo = [sys.executable, "-m", "llm_compiler.demo.mcp_server"]
     server = http_server(demo, env={**os.environ, "DEMO_TOOL_LATENCY": "0"})
     async with tools_from_mcp(server.url) as tools:
         by_name = {t.metadata.name: t for t in tools}
         assert sorted(by_name) == ["calculator", "lookup", "search"]
+        # annotated read-only: run again after a crash, retried per policy
+        assert {declared(t).side_effect for t in tools} == {"pure"}  # type: ignore[union-attr]
         assert await call_tool(by_name["lookup"], {"name": "K2", "field": "height_m"}) == 8611.0
         assert await call_tool(by_name["calculator"], {"expression": "8849 - 8611"}) == 238.0
         with pytest.raises(ToolError, match="No entry for 'Atlantis'"):

@@ -263,6 +263,7 @@ class Run {
   held(v) {
     const task = this.tasks.get(v.task_id);
     if (!task) return;
+    if (!task.heldAt) task.heldAt = this.readySince(task);
     Object.assign(task, { approval: v, resolved: v.args, policy: v.policy });
     this.note(task, "⏸ approval");
     this.setState(task, "held");
@@ -273,6 +274,7 @@ class Run {
     const task = this.tasks.get(v.task_id);
     if (!task) return;
     task.slot = v.slot;
+    if (!task.waitingAt) task.waitingAt = this.readySince(task);
     this.note(task, `waits ${short(v.slot === "*" ? "slot" : v.slot, 18)}`);
     this.setState(task, "waiting");
   }
@@ -281,7 +283,14 @@ class Run {
     const task = this.tasks.get(v.task_id);
     if (!task) return;
     task.attempt = v;
+    if (v.attempt > 1 && v.started_at) (task.tries = task.tries || []).push({ at: v.started_at, n: v.attempt, of: v.attempts, error: v.error });
     if (v.attempts > 1) this.note(task, `try ${v.attempt} of ${v.attempts}`);
+  }
+
+  // When a task became ready (server clock): its inputs' last finish, else when this page saw it.
+  readySince(task) {
+    const ends = task.deps.map((d) => this.tasks.get(d)).filter((d) => d && d.finished).map((d) => d.finished);
+    return ends.length ? Math.max(...ends) : now() + this.skew;
   }
 
   // A verdict on a held task, sent as POST /events like a plan approval.
@@ -352,31 +361,57 @@ class Run {
     for (const task of this.tasks.values()) task.g.classList.toggle("critical", !!task.critical);
   }
 
+  // One row per task: a held span (waiting for approval), a wait for a slot, then the call,
+  // with a mark where each retry started.
   gantt() {
-    const rows = [...this.tasks.values()].filter((t) => t.started || t.readyAt);
-    const start = (t) => t.started || t.readyAt + this.skew;
-    const end = (t) => t.finished || (this.finished ? start(t) : now() + this.skew);
+    const rows = [...this.tasks.values()].filter((t) => t.started || t.readyAt || t.heldAt || t.waitingAt);
+    const live = () => (this.finished ? null : now() + this.skew);
+    const start = (t) => t.started || (t.readyAt ? t.readyAt + this.skew : null);
+    const queued = (t) => (start(t) != null ? start(t) - (t.waited || 0) : null);
+    const first = (t) => Math.min(...[t.heldAt, t.waitingAt, queued(t)].filter((x) => x != null));
+    const end = (t) => t.finished || (start(t) != null ? live() ?? start(t) : live() ?? first(t));
     const svg = $("gantt");
     svg.replaceChildren();
     if (!rows.length) return svg.setAttribute("height", 0);
-    rows.sort((a, b) => start(a) - start(b));
-    const t0 = Math.min(...rows.map(start));
+    rows.sort((a, b) => first(a) - first(b));
+    const t0 = Math.min(...rows.map(first));
     const span = Math.max(0.001, Math.max(...rows.map(end)) - t0);
     const scale = (GANTT_W - LABEL_W - PAD) / span;
+    const x = (t) => LABEL_W + (t - t0) * scale;
     svg.setAttribute("width", GANTT_W);
     svg.setAttribute("height", rows.length * (BAR_H + 6) + 24);
     rows.forEach((t, i) => {
       const y = i * (BAR_H + 6);
       el("text", { x: 0, y: y + 13, class: "gantt-label" }, svg, short(`${t.id} · ${t.tool}`, 20));
-      const x = LABEL_W + (start(t) - t0) * scale;
-      const w = Math.max(2, (end(t) - start(t)) * scale);
-      const bar = el("rect", { x, y, width: w, height: BAR_H, rx: 3, class: `bar ${t.state}${t.critical ? " critical" : ""}`, "data-task": t.id }, svg);
-      el("title", {}, bar, `${t.id}. ${t.tool}: ${(end(t) - start(t)).toFixed(3)} s`);
+      const s = start(t);
+      if (t.heldAt) {
+        const to = s != null ? queued(t) : end(t);
+        this.span(svg, t, "held-span", t.heldAt, Math.max(t.heldAt, to), y, x, `held for approval ${(to - t.heldAt).toFixed(2)} s`);
+      }
+      const waitFrom = s != null ? queued(t) : t.waitingAt;
+      const waitTo = s != null ? s : t.waitingAt != null && !t.heldAt ? end(t) : null;
+      if (waitFrom != null && waitTo != null && waitTo - waitFrom >= 0.005) {
+        const slot = t.slot ? ` (${t.slot === "*" ? "the run's cap" : t.slot})` : "";
+        this.span(svg, t, "wait-span", waitFrom, waitTo, y, x, `waited ${(waitTo - waitFrom).toFixed(2)} s for a slot${slot}`);
+      }
+      if (s == null) return;
+      const bar = this.span(svg, t, `bar ${t.state}${t.critical ? " critical" : ""}`, s, end(t), y, x, `${t.id}. ${t.tool}: ${(end(t) - s).toFixed(3)} s`);
+      bar.setAttribute("rx", 3);
+      for (const r of t.tries || []) {
+        const mark = el("line", { x1: x(r.at), x2: x(r.at), y1: y - 2, y2: y + BAR_H + 2, class: "try-mark", "data-task": t.id, "data-try": r.n }, svg);
+        el("title", {}, mark, `try ${r.n} of ${r.of} at +${(r.at - s).toFixed(2)} s${r.error ? ` (after: ${short(r.error, 60)})` : ""}`);
+      }
     });
     const y = rows.length * (BAR_H + 6) + 14;
     el("text", { x: LABEL_W, y, class: "gantt-label" }, svg, "0 s");
     el("text", { x: GANTT_W - PAD, y, class: "gantt-label", "text-anchor": "end" }, svg, `${span.toFixed(2)} s`);
-    $("peak").textContent = `· up to ${this.peak} task${this.peak === 1 ? "" : "s"} at once · critical path outlined`;
+    $("peak").textContent = `· up to ${this.peak} task${this.peak === 1 ? "" : "s"} at once · critical path outlined · hatched: waits`;
+  }
+
+  span(svg, t, cls, from, to, y, x, title) {
+    const rect = el("rect", { x: x(from), y, width: Math.max(2, x(to) - x(from)), height: BAR_H, class: cls, "data-task": t.id }, svg);
+    el("title", {}, rect, title);
+    return rect;
   }
 
   // One LLM call's tokens and cost, under its round (the planner's live, the joiner's at the end).
