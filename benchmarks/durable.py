@@ -54,7 +54,8 @@ async def fetch(name: str) -> str:
 
 
 def make(tasks: int | None = None, **options: Any) -> LLMCompilerWorkflow:
-    """The served workflow: a plan of ``BENCH_TASKS`` parallel fetches (default 3)."""
+    """The served workflow: a plan of ``BENCH_TASKS`` parallel fetches (default 3), of the
+    side-effect class ``BENCH_SIDE_EFFECT`` (default ``pure``)."""
     n = tasks if tasks is not None else int(os.environ.get("BENCH_TASKS", "3"))
     lines = [f'{i}. fetch("v{i}")' for i in range(1, n + 1)]
     plan = "\n".join([*lines, f"{n + 1}. join()<END_OF_PLAN>"])
@@ -63,6 +64,9 @@ def make(tasks: int | None = None, **options: Any) -> LLMCompilerWorkflow:
         return FINISH if "Answer a question from the results" in call.prompt else plan
 
     llm = ScriptedLLM(reply, tokens_per_chunk=4)
+    # A lookup is pure; BENCH_SIDE_EFFECT=at_most_once measures the committed start per call.
+    side_effect = os.environ.get("BENCH_SIDE_EFFECT", "pure")
+    options.setdefault("tool_policies", {"fetch": {"side_effect": side_effect}})
     return LLMCompilerWorkflow(tools=[fetch], llm=llm, max_replans=0, timeout=120, **options)
 
 
