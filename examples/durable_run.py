@@ -5,7 +5,8 @@ extra's packages). The run's facts are journaled in ``durable_run.sqlite`` (next
 you run it) under the run id ``durable-example``; a second start with the same id is the
 same run. Kill the process while tools run (each lookup takes ``DEMO_TOOL_LATENCY`` s,
 3 by default) and start it again: the plan and the lookups that finished are not done
-again, the ones in flight run once more, and the answer comes. Start it once more after
+again, the ones in flight run once more (they are ``pure``; a tool that declares nothing,
+or ``at_most_once``, would be reported "outcome unknown" instead), and the answer comes. Start it once more after
 that: the finished run answers at once. ``--fresh`` forgets the old run.
 
 The model comes from the environment like ``make demo`` (OpenAI, an OpenAI-compatible
@@ -27,6 +28,7 @@ from llm_compiler import (
     TaskReady,
     TaskResult,
     idempotency_key,
+    policy,
 )
 from llm_compiler.demo import tools as demo_tools
 from llm_compiler.durable import durable_runtime
@@ -39,6 +41,7 @@ CALLS = Path("durable_run.calls").absolute()
 demo_tools.LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "3"))
 
 
+@policy(side_effect="pure")  # a lookup: run again if a crash cuts it
 async def search(query: str) -> str:
     """Search a small offline encyclopedia for a topic; returns a short summary."""
     with CALLS.open("a") as f:
