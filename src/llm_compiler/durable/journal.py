@@ -60,6 +60,7 @@ _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS llmc_events (run_id TEXT NOT NULL, seq INTEGER NOT NULL,"
     " at DOUBLE PRECISION NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, seq))",
     "CREATE INDEX IF NOT EXISTS llmc_runs_owner ON llmc_runs (owner, status)",
+    "CREATE INDEX IF NOT EXISTS llmc_runs_newest ON llmc_runs (workflow, started_at, handler_id)",
 ]
 _FACT = (
     "INSERT INTO llmc_facts (run_id, kind, key, body) VALUES (?, ?, ?, ?)"

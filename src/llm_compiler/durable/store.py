@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,6 +53,10 @@ from llm_compiler.engine.state import CompilerState
 logger = logging.getLogger(__name__)
 
 INBOX_CHANNEL = "llmc_inbox"
+_HANDLERS = (
+    "SELECT handler_id, workflow, status, run_id, error, result, started_at, updated_at,"
+    " completed_at, idle_since FROM llmc_runs"
+)
 _INBOX_DDL = (
     "CREATE TABLE IF NOT EXISTS llmc_inbox (id {serial} PRIMARY KEY, run_id TEXT NOT NULL,"
     " body TEXT NOT NULL)"
@@ -165,11 +169,27 @@ class JournalStore(AbstractWorkflowStore):
                 args += list(values)
         if query.is_idle is not None:
             where.append(f"idle_since IS {'NOT ' if query.is_idle else ''}NULL")
-        sql = "SELECT handler_id, workflow, status, run_id, error, result, started_at,"
-        sql += " updated_at, completed_at, idle_since FROM llmc_runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+        sql = _HANDLERS + (" WHERE " + " AND ".join(where) if where else "")
         rows = await self.journal.fetch(sql + " ORDER BY started_at DESC LIMIT 1000", *args)
+        return [self._handler(row) for row in rows]
+
+    async def newest(
+        self, names: Sequence[str], count: int, before: tuple[float, str] | None = None
+    ) -> list[PersistentHandler]:
+        """The newest `count` runs of the workflows `names`, newest first, that started
+        before `before` (the start time and handler id of the last run of the page before;
+        the time is read from that run's row when it exists, so the float's round trip
+        through a cursor cannot skip or repeat a run). One indexed query."""
+        if not names or count < 1:
+            return []
+        sql = _HANDLERS + f" WHERE workflow IN ({', '.join('?' for _ in names)})"
+        args: list[Any] = list(names)
+        if before is not None:
+            at = "COALESCE((SELECT started_at FROM llmc_runs WHERE handler_id = ?), ?)"
+            sql += f" AND (started_at < {at} OR (started_at = {at} AND handler_id < ?))"
+            args += [before[1], before[0], before[1], before[0], before[1]]
+        sql += " ORDER BY started_at DESC, handler_id DESC LIMIT ?"
+        rows = await self.journal.fetch(sql, *args, count)
         return [self._handler(row) for row in rows]
 
     def _held_match(self, query: HandlerQuery) -> list[PersistentHandler] | None:

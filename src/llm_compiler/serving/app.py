@@ -339,11 +339,16 @@ async def newest_handlers(
 ) -> list[PersistentHandler]:
     """The newest `count` handlers of `names` started before `before`.
 
-    The memory store's handlers are read where they are; other stores have no ordered or
-    limited query, so theirs are fetched, but only `count` are kept (a heap, no sort).
+    A durable store answers with one ordered, limited query (``newest``); the memory
+    store's handlers are read where they are; other stores have no ordered or limited
+    query, so theirs are fetched, but only `count` are kept (a heap, no sort).
     """
     from llama_agents.server import HandlerQuery, MemoryWorkflowStore
 
+    newest = getattr(store, "newest", None)
+    if newest is not None:
+        found_newest: list[PersistentHandler] = await newest(names, count, before)
+        return found_newest
     wanted = set(names)
     if isinstance(store, MemoryWorkflowStore):
         found: Iterable[PersistentHandler] = store.handlers.values()  # read in one go
