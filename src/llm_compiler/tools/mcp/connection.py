@@ -257,6 +257,8 @@ class MCPConnection:
         except TimeoutError:
             session.runner.cancel()  # ends the process it started, if any
             await asyncio.wait({session.runner}, timeout=10)
+            if ready.done() and not ready.cancelled():
+                ready.exception()  # "was stopped": retrieved, the timeout is the news
             raise MCPServerError(
                 f"The MCP server {self.name} did not answer within {self.connect_timeout:g} s."
             ) from None
@@ -285,7 +287,10 @@ class MCPConnection:
             if not ready.done():  # cancelled while starting
                 ready.set_exception(MCPServerError(f"The MCP server {self.name} was stopped."))
             if errlog is not None:
-                await asyncio.to_thread(errlog.close)
+                # Closed here, not in a thread: an await in this finally may itself be
+                # cancelled (the runner is cancelled on a timeout), leaving the file open.
+                # Closing a temporary file's descriptor does not block.
+                errlog.close()
 
     async def _client(self, stack: AsyncExitStack, errlog: IO[bytes] | None) -> Any:
         """The SDK client for this server (not entered); `stack` closes what it needs."""
