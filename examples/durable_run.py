@@ -6,8 +6,8 @@ you run it) under the run id ``durable-example``; a second start with the same i
 same run. Kill the process while tools run (each lookup takes ``DEMO_TOOL_LATENCY`` s,
 3 by default) and start it again: the plan and the lookups that finished are not done
 again, the ones in flight run once more (they are ``pure``; a tool that declares nothing,
-or ``at_most_once``, would be reported "outcome unknown" instead), and the answer comes. Start it once more after
-that: the finished run answers at once. ``--fresh`` forgets the old run.
+or ``at_most_once``, would be reported "outcome unknown" instead), and the answer comes.
+Start it once more after that: the finished run answers at once. ``--fresh`` forgets the old run.
 
 The model comes from the environment like ``make demo`` (OpenAI, an OpenAI-compatible
 server, else the embedded model). Every lookup appends ``idempotency_key() tool(args)`` to
