@@ -1,5 +1,6 @@
-"""The journal's committing task outlives any fault: a connection the server just closed, or
-rows the database refuses. Faults are injected at the exact point (no load, no timing)."""
+"""The journal's committing task outlives any fault (a connection the server just closed,
+rows the database refuses; injected at the exact point, no load, no timing), and what a
+run's barrier waits for."""
 
 from __future__ import annotations
 
@@ -65,3 +66,34 @@ async def test_rows_the_database_refuses_fail_their_run_only(journal):
     assert len(await journal.rows("good")) == 2
     with pytest.raises(Exception, match="0x00"):  # the bad run stays failed
         await journal.barrier("bad")
+
+
+async def test_a_barrier_waits_for_the_runs_facts_not_its_stream_events(tmp_path):
+    """Nothing acts on stream events, so a step's barrier does not wait for their commit
+    (else each parallel task waited for a commit of the events before it); facts it does."""
+    journal = Journal(DurableConfig.build(f"sqlite:///{tmp_path / 'j.db'}"))
+    await journal.open()
+    gate = asyncio.Event()
+    write = journal.driver.write
+
+    async def held(batch: Any, runs: set[str]) -> None:
+        await gate.wait()
+        await write(batch, runs)
+
+    journal.driver.write = held  # type: ignore[method-assign]
+    try:
+        journal.put_event("r", 0, 0.0, "{}")
+        await asyncio.wait_for(journal.barrier("r"), 5)  # the event's commit is held
+        journal.put("r", Row("task", "1", "{}"))
+        barrier = asyncio.ensure_future(journal.barrier("r"))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not barrier.done()  # a fact is waited for
+        gate.set()
+        await asyncio.wait_for(barrier, 5)
+        await journal.commit()
+        assert [seq for seq, _, _ in await journal.events("r")] == [0]
+        assert [key for _, key, _ in await journal.rows("r")] == ["1"]
+    finally:
+        gate.set()
+        await journal.close()

@@ -10,12 +10,13 @@ Three tables (created at open):
 
 Writes are queued (:meth:`Journal.put`, never awaited on the spot) and committed by one
 task, all that queued up in one transaction (group commit: however many runs and events
-wrote since the last commit, one commit). :meth:`Journal.barrier` waits until what a run
-queued so far is committed: the runtime calls it before a step acts on the facts (a tool
-or model call, an answer), so nothing runs on a fact that could still be lost. Facts are
-committed as soon as the committing task is free (whatever queued meanwhile joins them);
-events of a stream, which nobody waits for, ride along or are committed within
-:data:`LAZY_COMMIT` seconds. Rows are committed in the order they were queued.
+wrote since the last commit, one commit). :meth:`Journal.barrier` waits until the rows a
+run queued so far, but its stream events, are committed: the runtime calls it before a
+step acts on the facts (a tool or model call, an answer), so nothing runs on a fact that
+could still be lost. Facts are committed as soon as the committing task is free (whatever
+queued meanwhile joins them); events of a stream, which nothing acts on, ride along or are
+committed within :data:`LAZY_COMMIT` seconds. Rows are committed in the order they were
+queued.
 
 A lost connection is retried with backoff (the journal reports itself ``degraded``
 meanwhile) until :attr:`~llm_compiler.durable.config.DurableConfig.outage_limit`; then
@@ -212,30 +213,34 @@ class Journal:
         self._queue(run_id, _EVENT, (run_id, seq, at, body), lazy=True)
         self._runs.add(run_id)
 
-    def put_run(self, record: RunRecord) -> None:
-        """Queue the run's row (inserted, or its status, result and times replaced)."""
-        self._replace(record.run_id, ("run",), _RUN, record.values())
+    def put_run(self, record: RunRecord, lazy: bool = False) -> None:
+        """Queue the run's row (inserted, or its status, result and times replaced; `lazy`:
+        committed with the next rows, or within :data:`LAZY_COMMIT` seconds)."""
+        self._replace(record.run_id, ("run",), _RUN, record.values(), lazy)
 
     def _queue(self, run_id: str, sql: str, args: tuple[Any, ...], lazy: bool = False) -> None:
         self._facts.append((sql, args))
         self._mark(run_id, lazy)
 
-    def _replace(self, run_id: str, key: tuple[str, ...], sql: str, args: tuple[Any, ...]) -> None:
+    def _replace(
+        self, run_id: str, key: tuple[str, ...], sql: str, args: tuple[Any, ...], lazy: bool = False
+    ) -> None:
         self._records[(run_id, *key)] = (sql, args)
-        self._mark(run_id)
+        self._mark(run_id, lazy)
 
     def _mark(self, run_id: str, lazy: bool = False) -> None:
-        """Note the run's pending row; commit soon (facts) or within ``LAZY_COMMIT`` (events)."""
+        """Note the run's pending row; commit soon (facts) or within ``LAZY_COMMIT`` (events,
+        which a run's barrier does not wait for: nothing acts on them)."""
         if self._open is None:
             loop = asyncio.get_running_loop()
             self._open = loop.create_future()
             self._timer = loop.call_later(LAZY_COMMIT, self._wake.set)
-        self._last[run_id] = self._open
         if not lazy:
+            self._last[run_id] = self._open
             self._wake.set()
 
     async def barrier(self, run_id: str) -> None:
-        """Wait until everything `run_id` queued so far is committed.
+        """Wait until every row but stream events `run_id` queued so far is committed.
 
         Raises:
             Exception: The database refused a row of the run, or stayed away past the
