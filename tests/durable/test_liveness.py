@@ -4,6 +4,7 @@ connect; a worker cut off by a database restart takes its lock back and goes on.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -79,4 +80,61 @@ async def test_a_worker_takes_its_lock_back_after_its_connection_drops(database,
     )
     assert held == 1  # its own lock again
     await killer.close()
+    await a.stop()
+
+
+async def test_a_peer_waits_its_grace_after_the_database_is_back_not_after_the_loss(
+    database, monkeypatch
+):
+    """An outage longer than the grace: the watcher that reaches the database first waits
+    the grace from then, so the live peer takes its lock back first and is not taken for
+    dead (released and fenced) while it reconnects."""
+    monkeypatch.setattr(workers, "REWATCH_GRACE", 1.5)
+    released: list[str] = []
+    fenced: list[str] = []
+
+    async def release(worker: str) -> None:
+        released.append(worker)
+
+    a = PostgresLiveness(DurableConfig.build(database, worker="wa"), release, fenced.append)
+    config_b = replace(DurableConfig.build(database, worker="wb"), backoff=(0.05, 0.3))
+    b = PostgresLiveness(config_b, release, fenced.append)
+    monkeypatch.setattr(b, "_watch", lambda *args, **kw: None)  # only a watches
+    await a.start()
+    await b.start()
+    killer = await asyncpg.connect(database)
+    waiting = "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+    for _ in range(200):  # a's watcher blocks on b's lock
+        if await killer.fetch(waiting):
+            break
+        await asyncio.sleep(0.05)
+    watcher = [r["pid"] for r in await killer.fetch(waiting)]
+    assert len(watcher) == 1
+    down = True  # the outage: neither reaches the database ...
+    real_a, real_b = a._connect, b._connect
+
+    async def connect_a() -> object:
+        nonlocal down
+        down = False  # ... until a's watcher tries again: the database is back right then
+        return await real_a()
+
+    async def connect_b() -> object:
+        if down:
+            raise OSError("Connect call failed")
+        return await real_b()
+
+    monkeypatch.setattr(a, "_connect", connect_a)
+    monkeypatch.setattr(b, "_connect", connect_b)
+    await killer.execute(
+        "SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid",
+        [*watcher, b._conn.get_server_pid()],
+    )
+    for _ in range(200):  # b holds its lock again and a's watcher waits on it again
+        await asyncio.sleep(0.05)
+        if not b.degraded and len(await killer.fetch(waiting)) == 1 or fenced:
+            break
+    assert not fenced and not released
+    assert not b.degraded and len(await killer.fetch(waiting)) == 1
+    await killer.close()
+    await b.stop()
     await a.stop()

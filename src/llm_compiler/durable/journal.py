@@ -10,12 +10,13 @@ Three tables (created at open):
 
 Writes are queued (:meth:`Journal.put`, never awaited on the spot) and committed by one
 task, all that queued up in one transaction (group commit: however many runs and events
-wrote since the last commit, one commit). :meth:`Journal.barrier` waits until what a run
-queued so far is committed: the runtime calls it before a step acts on the facts (a tool
-or model call, an answer), so nothing runs on a fact that could still be lost. Facts are
-committed as soon as the committing task is free (whatever queued meanwhile joins them);
-events of a stream, which nobody waits for, ride along or are committed within
-:data:`LAZY_COMMIT` seconds. Rows are committed in the order they were queued.
+wrote since the last commit, one commit). :meth:`Journal.barrier` waits until the rows a
+run queued so far, but its stream events, are committed: the runtime calls it before a
+step acts on the facts (a tool or model call, an answer), so nothing runs on a fact that
+could still be lost. Facts are committed as soon as the committing task is free (whatever
+queued meanwhile joins them); events of a stream, which nothing acts on, ride along or are
+committed within :data:`LAZY_COMMIT` seconds. Rows are committed in the order they were
+queued.
 
 A lost connection is retried with backoff (the journal reports itself ``degraded``
 meanwhile) until :attr:`~llm_compiler.durable.config.DurableConfig.outage_limit`; then
@@ -168,6 +169,7 @@ class Journal:
         self._runs: set[str] = set()
         self._open: asyncio.Future[None] | None = None
         self._last: dict[str, asyncio.Future[None]] = {}
+        self._failed: dict[str, Exception] = {}
         self._wake = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self._flusher: asyncio.Task[None] | None = None
@@ -212,36 +214,48 @@ class Journal:
         self._queue(run_id, _EVENT, (run_id, seq, at, body), lazy=True)
         self._runs.add(run_id)
 
-    def put_run(self, record: RunRecord) -> None:
-        """Queue the run's row (inserted, or its status, result and times replaced)."""
-        self._replace(record.run_id, ("run",), _RUN, record.values())
+    def put_run(self, record: RunRecord, lazy: bool = False) -> None:
+        """Queue the run's row (inserted, or its status, result and times replaced; `lazy`:
+        committed with the next rows, or within :data:`LAZY_COMMIT` seconds)."""
+        self._replace(record.run_id, ("run",), _RUN, record.values(), lazy)
 
     def _queue(self, run_id: str, sql: str, args: tuple[Any, ...], lazy: bool = False) -> None:
         self._facts.append((sql, args))
         self._mark(run_id, lazy)
 
-    def _replace(self, run_id: str, key: tuple[str, ...], sql: str, args: tuple[Any, ...]) -> None:
+    def _replace(
+        self, run_id: str, key: tuple[str, ...], sql: str, args: tuple[Any, ...], lazy: bool = False
+    ) -> None:
         self._records[(run_id, *key)] = (sql, args)
-        self._mark(run_id)
+        self._mark(run_id, lazy)
 
     def _mark(self, run_id: str, lazy: bool = False) -> None:
-        """Note the run's pending row; commit soon (facts) or within ``LAZY_COMMIT`` (events)."""
+        """Note the run's pending row; commit soon (facts) or within ``LAZY_COMMIT`` (events,
+        which a run's barrier does not wait for: nothing acts on them)."""
         if self._open is None:
             loop = asyncio.get_running_loop()
             self._open = loop.create_future()
             self._timer = loop.call_later(LAZY_COMMIT, self._wake.set)
-        self._last[run_id] = self._open
         if not lazy:
+            self._last[run_id] = self._open
             self._wake.set()
 
     async def barrier(self, run_id: str) -> None:
-        """Wait until everything `run_id` queued so far is committed."""
+        """Wait until every row but stream events `run_id` queued so far is committed.
+
+        Raises:
+            Exception: The database refused a row of the run, or stayed away past the
+                outage limit: the run must not act on facts that are not recorded.
+        """
         pending = self._last.get(run_id)
         if pending is not None and not pending.done():
             self._wake.set()
             await asyncio.shield(pending)
         if self._last.get(run_id) is pending:
             self._last.pop(run_id, None)
+        failed = self._failed.get(run_id)
+        if failed is not None:
+            raise failed
 
     async def commit(self) -> None:
         """Wait until everything queued so far is committed."""
@@ -256,24 +270,53 @@ class Journal:
             await self._flush()
 
     async def _flush(self) -> None:
+        """Commit what is queued. Never raises but when cancelled: whatever fails is told
+        to the runs it concerns, and the rows queued after it are committed still."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         done, self._open = self._open, None
-        facts, records, runs = self._facts, self._records, self._runs
+        rows, runs = [*self._facts, *self._records.values()], self._runs
         self._facts, self._records, self._runs = [], {}, set()
         if done is None:
             return
-        batch: dict[str, list[tuple[Any, ...]]] = {}
-        for sql, args in [*facts, *records.values()]:
-            batch.setdefault(sql, []).append(args)
         try:
-            await self.retrying(lambda: self.driver.write(list(batch.items()), runs))
-        except BaseException as e:
-            if not done.done():
+            await self._write(rows, runs)
+        except Exception as e:
+            if not (self.driver.lost(e) or isinstance(e, ConnectionError)):
+                await self._write_apart(rows, runs, e)
+            else:  # the outage limit passed (or the journal closes): nothing was committed
+                self._failed.update({str(args[0]): e for _, args in rows})
                 done.set_exception(e)
+                done.exception()  # retrieved: the runs' barriers raise it
+        except BaseException as e:
+            done.set_exception(e)
             raise
-        done.set_result(None)
+        if not done.done():
+            done.set_result(None)
+
+    async def _write(self, rows: list[tuple[str, tuple[Any, ...]]], runs: set[str]) -> None:
+        """Commit `rows` (sql, args) in one transaction, retried while the database is away."""
+        batch: dict[str, list[tuple[Any, ...]]] = {}
+        for sql, args in rows:
+            batch.setdefault(sql, []).append(args)
+        await self.retrying(lambda: self.driver.write(list(batch.items()), runs))
+
+    async def _write_apart(
+        self, rows: list[tuple[str, tuple[Any, ...]]], runs: set[str], error: Exception
+    ) -> None:
+        """The database refused a batch (`error`): commit each run's rows on their own, so
+        only a run whose rows are refused fails (its barriers raise) and the others' stand."""
+        logger.error("The store refused a commit (%s); committing run by run.", _first_line(error))
+        by_run: dict[str, list[tuple[str, tuple[Any, ...]]]] = {}
+        for sql, args in rows:  # every statement's first value is its run id
+            by_run.setdefault(str(args[0]), []).append((sql, args))
+        for run_id, own in by_run.items():
+            try:
+                await self._write(own, runs & {run_id})
+            except Exception as e:
+                logger.error("The store refused rows of run %s: %s", run_id, _first_line(e))
+                self._failed[run_id] = e
 
     # ----------------------------------------------------------------- reads
 
@@ -509,12 +552,23 @@ class PostgresDriver:
     async def fetch(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         assert self._pool is not None
         async with self._pool.acquire(timeout=CONNECT_TIMEOUT) as conn:
-            return [tuple(r) for r in await conn.fetch(_numbered(sql), *args)]
+            try:
+                return [tuple(r) for r in await conn.fetch(_numbered(sql), *args)]
+            except Exception as e:
+                if self.lost(e):  # not handed out again: the pool opens a fresh one
+                    conn.terminate()
+                raise
 
     def lost(self, error: BaseException) -> bool:
+        """Whether `error` means the connection or the database is gone. That includes
+        asyncpg's ``InternalClientError``: the client's protocol state no longer matches
+        the server's, as when the server's ``FATAL`` (a restart's "terminating
+        connection") reached an idle connection whose close is not seen yet; that
+        connection is unusable, a fresh one is the cure."""
         import asyncpg
+        from asyncpg.exceptions import InternalClientError
 
-        if isinstance(error, (OSError, TimeoutError, asyncpg.InterfaceError)):
+        if isinstance(error, (OSError, TimeoutError, asyncpg.InterfaceError, InternalClientError)):
             return True
         if isinstance(error, asyncpg.PostgresError):
             code = getattr(error, "sqlstate", "") or ""

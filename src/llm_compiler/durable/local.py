@@ -125,7 +125,9 @@ class LocalRuntime(JournalRuntime):
         error = outcome.exception()
         record.status = "completed" if error is None else "failed"
         record.error = None if error is None else f"{type(error).__name__}: {error}"
-        self.journal.put_run(record)
+        # Not a commit of its own: the answer is committed already, and a run found
+        # "running" with its answer recorded resumes straight to that answer.
+        self.journal.put_run(record, lazy=True)
 
 
 class _Deferred(ExternalRunAdapter, V2RuntimeCompatibilityShim):

@@ -572,7 +572,8 @@ class ServedRuntime(JournalRuntime):
     def finished(self, run_id: str, outcome: asyncio.Future[Any]) -> None:
         if run_id in self.holding:
             self.holding.discard(run_id)
-            self.on_room()
+            if self.max_runs is not None:  # room for a run waiting in the queue
+                self.on_room()
 
     # ------------------------------------------------------------------ runs
 
@@ -688,9 +689,8 @@ class ServedRuntime(JournalRuntime):
         self._idle.pop(run_id, None)
         if run_id not in self.holding:
             return
-        await self.journal.barrier(run_id)
         await self.store.update_handler_status(run_id, idle_since=datetime.now(UTC))
-        await self.journal.barrier(run_id)
+        await self.journal.commit()  # its stream too: another worker may take it up
         self.holding.discard(run_id)
         self.store.held.pop(run_id, None)
         abort = getattr(super().get_external_adapter(run_id), "abort", None)

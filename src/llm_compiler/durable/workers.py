@@ -205,6 +205,19 @@ class PostgresLiveness:
         finally:
             self._keeper = None
 
+    async def _reach(self, retry: bool) -> Any:
+        """A connection; while the database is away, retried with backoff if `retry`."""
+        delay, cap = self.config.backoff
+        while True:
+            try:
+                return await self._connect()
+            except Exception:
+                if not retry:
+                    raise
+                # Reconnect backoff: a database that is down sends no event to wait for.
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, cap)
+
     def _watch(self, worker: str, grace: float = 0.0) -> None:
         if worker == self.worker or worker in self._watchers or self._stopping:
             return
@@ -213,13 +226,14 @@ class PostgresLiveness:
 
     async def _await_death(self, worker: str, grace: float) -> None:
         """Block on `worker`'s lock; once it is ours, the worker is gone: release its runs.
-        A broken connection (the database restarted) watches again after a grace period."""
+        A broken connection (the database restarted) watches again, `grace` seconds after
+        this worker reaches the database again (the peer reconnects meanwhile)."""
         conn: Any = None
         again = False
         try:
-            if grace:  # a restarting database: give it time before watching again
+            conn = await self._reach(retry=bool(grace))
+            if grace:  # the database is back: the peer takes its lock back meanwhile
                 await asyncio.sleep(grace)
-            conn = await self._connect()
             await conn.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", _key(worker))
             try:
                 listed = await conn.fetchval(
