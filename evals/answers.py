@@ -302,7 +302,9 @@ async def run_answers(
     for i, q in enumerate(questions, 1):
         for joiner in joiners:
             workflow = workflows[joiner, q.tools]
-            await workflow.warmed()  # as a user who reads the answer, then asks again
+            # As a user who reads the answer, then asks again. Every workflow's warm-up:
+            # the last answer may have come from another one, on the same model server.
+            await asyncio.gather(*(w.warmed() for w in workflows.values()))
             outcome = await ask(workflow, q, timeout)
             outcome.joiner = joiner
             print(
