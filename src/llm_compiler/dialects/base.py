@@ -38,8 +38,6 @@ class LLMRequest:
         prefill: Text the prompt already ends with that belongs to the reply (``Thought:``).
         extras: Request-body fields for servers that take them (``grammar``,
             ``response_format``); sent to OpenAI-protocol clients as ``extra_body``.
-        max_tokens: The most tokens of the reply, over the client's own setting
-            (OpenAI-protocol clients); None: the client's.
     """
 
     messages: Sequence[ChatMessage] | None = None
@@ -47,7 +45,6 @@ class LLMRequest:
     stop: Sequence[str] = ()
     prefill: str = ""
     extras: Mapping[str, Any] = field(default_factory=dict)
-    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)

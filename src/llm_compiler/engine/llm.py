@@ -89,9 +89,7 @@ def _call_kwargs(llm: LLM, request: LLMRequest) -> dict[str, Any]:
         kwargs["stop"] = list(request.stop)[:4]
     # Ask for the usage report a stream otherwise leaves out (dropped when not streaming).
     kwargs["stream_options"] = {"include_usage": True}
-    if request.max_tokens is not None:
-        kwargs["max_tokens"] = request.max_tokens
-    elif request.messages is None and getattr(llm, "max_tokens", None) is None:
+    if request.messages is None and getattr(llm, "max_tokens", None) is None:
         kwargs["max_tokens"] = COMPLETION_MAX_TOKENS
     if request.extras:
         kwargs["extra_body"] = dict(request.extras)

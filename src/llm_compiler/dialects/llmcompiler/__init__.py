@@ -32,10 +32,6 @@ from llm_compiler.plan import END_OF_PLAN
 
 #: The joiner's reply: ``Thought:``/``Action:`` text, or one JSON object.
 JoinerFormat = Literal["text", "json"]
-#: A constrained plan's token budget. The grammar ends a plan after `grammar_max_tasks`
-#: tasks, but a small model's client allows fewer tokens (the embedded model's 512),
-#: which a plan of long free-text arguments outran before its ``join()``.
-PLAN_MAX_TOKENS = 2048
 #: The planner's stop sequences: its end marker, and the start of a new few-shot example.
 PLAN_STOP = (END_OF_PLAN, "\nQuestion:")
 
@@ -98,12 +94,9 @@ class LLMCompilerDialect:
                 require=(need := required_tool(context.prompt, context.tools)),
                 avoid=text_tools(context.tools) if need else (),
             )
-        budget = PLAN_MAX_TOKENS if context.constrained else None
         if context.prompt.chat:
-            return LLMRequest(
-                messages=inputs.messages(), stop=PLAN_STOP, extras=extras, max_tokens=budget
-            )
-        return LLMRequest(prompt=inputs.prompt(), stop=PLAN_STOP, extras=extras, max_tokens=budget)
+            return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP, extras=extras)
+        return LLMRequest(prompt=inputs.prompt(), stop=PLAN_STOP, extras=extras)
 
     def warm_request(self, context: PlannerContext) -> LLMRequest | None:
         """A request whose prompt is the planner's static part: instructions, tools,
