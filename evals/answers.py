@@ -9,7 +9,9 @@ accents and punctuation ignored) and every expected number (commas and
 "million"/"billion" understood, 0.5 % tolerance); for a question the tools cannot
 answer, when it says it could not find the answer. Other answers count as "could not
 find" when they say so, else wrong. Questions marked held out were not looked at while
-the prompts, examples and grammars were tuned; they are reported apart. Each question's
+the prompts, examples and grammars were tuned; they are reported apart, by batch (batch
+1 was read after its runs, before later changes; batch 2 was written after that). Each
+question can be asked of the Thought/Action joiner, the JSON joiner or both. Each question's
 first task (seconds from ``run()`` to the first tool call) and answer are timed, the
 questions one after another on one warm model, each asked once the model has read the
 planner's prompt again after the last answer (``LLMCompilerWorkflow.warmed()``), as a
