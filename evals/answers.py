@@ -9,7 +9,9 @@ accents and punctuation ignored) and every expected number (commas and
 "million"/"billion" understood, 0.5 % tolerance); for a question the tools cannot
 answer, when it says it could not find the answer. Other answers count as "could not
 find" when they say so, else wrong. Questions marked held out were not looked at while
-the prompts, examples and grammars were tuned; they are reported apart. Each question's
+the prompts, examples and grammars were tuned; they are reported apart, by batch (batch
+1 was read after its runs, before later changes; batch 2 was written after that). Each
+question can be asked of the Thought/Action joiner, the JSON joiner or both. Each question's
 first task (seconds from ``run()`` to the first tool call) and answer are timed, the
 questions one after another on one warm model, each asked once the model has read the
 planner's prompt again after the last answer (``LLMCompilerWorkflow.warmed()``), as a
@@ -55,6 +57,9 @@ class Question:
     kind: Kind = "fact"
     tools: ToolSetName = "demo"
     held_out: bool = False
+    batch: int = 1
+    """Held-out questions of batch 2 were written after batch 1's answers had been read
+    and the engine changed; they were run for the first time to be reported."""
 
 
 def _q(text: str, expect: tuple[str | float, ...], kind: Kind, **kw: Any) -> Question:
@@ -106,6 +111,32 @@ QUESTIONS = (
        tools="stocks", held_out=True),
     _q("What is the stock price of Umbrella Corp?", (), "missing", tools="stocks",
        held_out=True),
+    # Held out, batch 2: written before their first run, after batch 1 had been read.
+    _q("How much longer is the Amazon than the Yangtze, in km?", (100,), "compare",
+       held_out=True, batch=2),
+    _q("When was Wolfgang Amadeus Mozart born and when did he die?", (1756, 1791), "facts",
+       held_out=True, batch=2),
+    _q("What is the capital of Chile?", (), "missing", held_out=True, batch=2),
+    _q("How much higher is Aconcagua than Mount Fuji?", (3185,), "compare", held_out=True,
+       batch=2),
+    _q("What are the capitals of Egypt and Nigeria?", ("Cairo", "Abuja"), "facts",
+       held_out=True, batch=2),
+    _q("How old was Leonardo da Vinci when he died?", (67,), "compare", held_out=True,
+       batch=2),
+    _q("How tall is Mount Fuji?", (3776,), "fact", held_out=True, batch=2),
+    _q("How high is the Zugspitze?", (), "missing", held_out=True, batch=2),
+    _q("What is the combined population of Egypt and Nigeria?", (328_000_000,), "compare",
+       held_out=True, batch=2),
+    _q("What is the price of GOOGL stock in yen?", (29605.8,), "fact", tools="stocks",
+       held_out=True, batch=2),
+    _q("How much more does a share of TSLA cost than a share of NVDA?", (157.5,), "compare",
+       tools="stocks", held_out=True, batch=2),
+    _q("Who is the CEO of Alphabet and when was it founded?", ("Sundar Pichai", 2015), "facts",
+       tools="stocks", held_out=True, batch=2),
+    _q("What is the price of a share of Hooli?", (), "missing", tools="stocks", held_out=True,
+       batch=2),
+    _q("How many employees does NVIDIA have?", (36_000,), "fact", tools="stocks",
+       held_out=True, batch=2),
 )  # fmt: skip
 
 _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
@@ -179,6 +210,9 @@ class AnswerOutcome:
     kind: Kind = "fact"
     tools: ToolSetName = "demo"
     held_out: bool = False
+    batch: int = 1
+    joiner: str = "text"
+    """The joiner's reply format (``LLMCompilerDialect(joiner=...)``)."""
 
 
 def demo_workflow(llm: LLM, **options: Any) -> LLMCompilerWorkflow:
@@ -221,7 +255,10 @@ async def ask(workflow: LLMCompilerWorkflow, q: Question, timeout: float | None)
         answer = str(output)
         raw = getattr(output, "raw", None) or {}
         rounds = int(raw.get("rounds", 0))
-        tasks = [f"{t['tool']}({t['kwargs']})" for t in raw.get("tasks", {}).values()]
+        tasks = [
+            f"{t['tool']}({t['kwargs']}) -> {str(t.get('output'))[:60]!r}"
+            for t in raw.get("tasks", {}).values()
+        ]
     except TimeoutError:
         error = f"timed out after {timeout} s"
     except Exception as e:  # a failed run is a wrong answer, not the end of the eval
@@ -241,6 +278,7 @@ async def ask(workflow: LLMCompilerWorkflow, q: Question, timeout: float | None)
         kind=q.kind,
         tools=q.tools,
         held_out=q.held_out,
+        batch=q.batch,
     )
 
 
@@ -248,24 +286,36 @@ async def run_answers(
     llm: LLM,
     questions: Sequence[Question] = QUESTIONS,
     timeout: float | None = None,
+    joiners: Sequence[str] = ("text",),
     **options: Any,
 ) -> list[AnswerOutcome]:
     """Every question, one after another (the tools' parallelism is within a run).
 
-    `options` go to each tool set's :class:`LLMCompilerDialect`.
+    Each question is asked once per joiner format in `joiners`, one right after the
+    other (so both meet the same machine load). `options` go to each tool set's
+    :class:`LLMCompilerDialect`.
     """
-    workflows = {"demo": demo_workflow(llm, **options), "stocks": stocks_workflow(llm, **options)}
+    workflows = {
+        (j, name): make(llm, joiner=j, **options)
+        for j in joiners
+        for name, make in (("demo", demo_workflow), ("stocks", stocks_workflow))
+    }
     out = []
     for i, q in enumerate(questions, 1):
-        await workflows[q.tools].warmed()  # as a user who reads the answer, then asks again
-        outcome = await ask(workflows[q.tools], q, timeout)
-        print(
-            f"[{i}/{len(questions)}] {outcome.verdict} {outcome.seconds:.1f} s "
-            f"(first task {outcome.first_task} s): {q.text} -> {outcome.answer[:100]!r} "
-            f"[{'; '.join(outcome.tasks)}]",
-            file=sys.stderr,
-        )
-        out.append(outcome)
+        for joiner in joiners:
+            workflow = workflows[joiner, q.tools]
+            # As a user who reads the answer, then asks again. Every workflow's warm-up:
+            # the last answer may have come from another one, on the same model server.
+            await asyncio.gather(*(w.warmed() for w in workflows.values()))
+            outcome = await ask(workflow, q, timeout)
+            outcome.joiner = joiner
+            print(
+                f"[{i}/{len(questions)} {joiner}] {outcome.verdict} {outcome.seconds:.1f} s "
+                f"(first task {outcome.first_task} s): {q.text} -> {outcome.answer[:100]!r} "
+                f"[{'; '.join(outcome.tasks)}]",
+                file=sys.stderr,
+            )
+            out.append(outcome)
     return out
 
 
@@ -287,14 +337,23 @@ def tally(outcomes: Sequence[AnswerOutcome]) -> str:
 
 
 def groups(outcomes: Sequence[AnswerOutcome]) -> list[tuple[str, list[AnswerOutcome]]]:
-    """The outcomes by tuned / held out and tool set, then all together."""
+    """The outcomes by joiner, tuned / held out and tool set, then all of each joiner."""
     out = []
-    for held, label in ((False, "tuned"), (True, "held out")):
-        for tools in ("demo", "stocks"):
-            group = [o for o in outcomes if o.held_out == held and o.tools == tools]
-            if group:
-                out.append((f"{label}, {tools} tools", group))
-    return [*out, ("all", list(outcomes))]
+    joiners = list(dict.fromkeys(o.joiner for o in outcomes))
+    for joiner in joiners:
+        mine = [o for o in outcomes if o.joiner == joiner]
+        tag = f"{joiner} joiner, " if len(joiners) > 1 else ""
+        for held, batch, label in (
+            (False, 1, "tuned"),
+            (True, 1, "held out"),
+            (True, 2, "held out 2"),
+        ):
+            for tools in ("demo", "stocks"):
+                group = [o for o in mine if (o.held_out, o.batch, o.tools) == (held, batch, tools)]
+                if group:
+                    out.append((f"{tag}{label}, {tools} tools", group))
+        out.append((f"{tag}all", mine))
+    return out
 
 
 def markdown(outcomes: Sequence[AnswerOutcome], model: str, date: str) -> str:
@@ -309,19 +368,27 @@ def markdown(outcomes: Sequence[AnswerOutcome], model: str, date: str) -> str:
     lines += [f"| {label} {tally(group)}" for label, group in groups(outcomes)]
     lines += [
         "",
-        "| question | tools | kind | held out | expected | answer | verdict | first task s "
-        "| answer s |",
-        "|---|---|---|---|---|---|---|---:|---:|",
+        "| question | tools | kind | held out | joiner | expected | answer | verdict "
+        "| first task s | answer s |",
+        "|---|---|---|---|---|---|---|---|---:|---:|",
     ]
     for o in outcomes:
         answer = (o.error or o.answer).replace("|", "/").replace("\n", " ")[:160]
         expect = ", ".join(str(x) for x in o.expect) or "(not in the tools)"
         first = "-" if o.first_task is None else f"{o.first_task:.1f}"
         lines.append(
-            f"| {o.question} | {o.tools} | {o.kind} | {'yes' if o.held_out else ''} | {expect} "
+            f"| {o.question} | {o.tools} | {o.kind} | {'yes' if o.held_out else ''} | {o.joiner} "
+            f"| {expect} "
             f"| {answer} | {o.verdict} | {first} | {o.seconds:.1f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def in_set(q: Question, name: str) -> bool:
+    """Whether `q` is in the set `name`: all, tuned, held-out (either batch), held-out-2."""
+    if name in ("all", "held-out" if q.held_out else "tuned"):
+        return True
+    return name == "held-out-2" and q.held_out and q.batch == 2
 
 
 def select(args: argparse.Namespace) -> list[Question]:
@@ -329,7 +396,7 @@ def select(args: argparse.Namespace) -> list[Question]:
     chosen = [
         q
         for q in QUESTIONS
-        if args.set in ("all", "held-out" if q.held_out else "tuned")
+        if in_set(q, args.set)
         and args.tools in ("all", q.tools)
         and (not args.match or args.match.lower() in q.text.lower())
     ]
@@ -345,7 +412,8 @@ async def main_async(args: argparse.Namespace) -> int:
     questions = select(args)
     options = {} if args.shared_prefix else {"shared_prefix": False}
     async with resolved as llm:
-        outcomes = await run_answers(llm, questions, args.timeout, **options)
+        joiners = ("text", "json") if args.joiner == "both" else (args.joiner,)
+        outcomes = await run_answers(llm, questions, args.timeout, joiners, **options)
     table = markdown(outcomes, resolved.description, date)
     print(table)
     right = sum(o.right for o in outcomes)
@@ -357,7 +425,7 @@ async def main_async(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m evals.answers``."""
     p = argparse.ArgumentParser(prog="python -m evals.answers", description=__doc__)
-    p.add_argument("--set", choices=("all", "tuned", "held-out"), default="all")
+    p.add_argument("--set", choices=("all", "tuned", "held-out", "held-out-2"), default="all")
     p.add_argument("--tools", choices=("all", "demo", "stocks"), default="all")
     p.add_argument("--match", default="", help="only questions containing this text")
     p.add_argument("--limit", type=int, default=0, help="only the first N questions")
@@ -366,6 +434,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         dest="shared_prefix",
         action="store_false",
         help="joiner prompts without the planner's text first (to measure the first task)",
+    )
+    p.add_argument(
+        "--joiner",
+        choices=("text", "json", "both"),
+        default="text",
+        help="the joiner's reply: grounded Thought/Action text, JSON, or both in turn",
     )
     p.add_argument("--out", type=Path, default=RESULTS_DIR / "answers.json")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per question")

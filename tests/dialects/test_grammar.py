@@ -466,6 +466,24 @@ def test_llama_cpp_parses_every_generated_grammar(llama_grammars):
 
 
 @pytest.mark.llm
+def test_llama_cpp_reads_the_json_joiner_and_arithmetic_grammars_as_the_recognizer(
+    llama_grammars,
+):
+    from llm_compiler.dialects.json_joiner import json_joiner_grammar
+
+    reply = '{"verdict": "answer", "evidence": ["328"], "answer": "It is 328 m higher."}'
+    joiner = json_joiner_grammar(evidence=["328", "Mont Blanc"])
+    assert llama_grammars.accepts(joiner, reply)
+    assert not llama_grammars.accepts(joiner, reply.replace('"328"', '"329"'))
+    plan = plan_grammar(demo_tools.TOOLS, compute="calculator", compute_without="-")
+    total = '1. calculator("2 + 3")\n2. join()\n<END_OF_PLAN>'
+    for text, ok in ((total, True), (total.replace("+", "-"), False),
+                     (total.replace("2 + 3", "MSFT + AAPL"), False)):  # fmt: skip
+        assert accepts(plan, text) is ok
+        assert llama_grammars.accepts(plan, text) is ok
+
+
+@pytest.mark.llm
 @pytest.mark.parametrize(("tools", "text", "accepted"), CROSS_CHECK)
 def test_llama_cpp_accepts_exactly_what_the_recognizer_accepts(
     llama_grammars, tools, text, accepted

@@ -17,6 +17,7 @@ from llm_compiler.dialects.grounding import (
     answer_values,
     compares,
     compute_tool,
+    excluded_operators,
     failed_tasks,
     found_nothing,
     names,
@@ -242,3 +243,60 @@ def test_the_answer_to_a_comparison_quotes_the_calculation():
     context = PromptContext(question, rounds=rounds, tools=demo_tools.TOOLS)
     numbers, anchors = answer_values(context)
     assert "1620" in anchors and "2850" not in anchors and "2850" in numbers
+
+
+def test_a_calculators_expression_computes_and_never_names():
+    grammar = plan_grammar(demo_tools.TOOLS, names=["MSFT", "AAPL", "K2"], compute="calculator")
+    assert accepts(grammar, plan('lookup("K2", "height_m")', 'calculator("$1 - 2")'))
+    assert accepts(grammar, plan('calculator("sqrt(16) * (3 - 1)")'))
+    assert accepts(grammar, plan('calculator(expression="8849 - 8611")'))
+    assert not accepts(grammar, plan('calculator("MSFT - AAPL")'))  # names, not numbers
+    assert not accepts(grammar, plan('calculator(expression="Apple - Tesla")'))
+    assert accepts(plan_grammar(demo_tools.TOOLS), plan('calculator("MSFT - AAPL")'))
+
+
+def test_a_plan_may_copy_codes_its_tools_list():
+    def convert_currency(amount: float, to_currency: str) -> float:
+        """Convert US dollars into another currency (EUR, JPY, GBP)."""
+        return amount
+
+    question = PromptContext("What does one share of AAPL cost in euros?")
+    allowed = plan_names(question, [convert_currency])
+    assert {"AAPL", "EUR", "JPY", "GBP", "US"} <= set(allowed)
+    assert "Convert" not in allowed  # a word of the description, not a code
+    grammar = plan_grammar([convert_currency], names=allowed)
+    assert accepts(grammar, plan('convert_currency(1.0, "EUR")'))
+    assert not accepts(grammar, plan('convert_currency(1.0, "Euro")'))
+    assert not accepts(plan_grammar([convert_currency], names=plan_names(question)),
+                       plan('convert_currency(1.0, "EUR")'))  # fmt: skip
+
+
+def test_the_demo_lookup_declares_its_fields_so_a_plan_names_one():
+    grammar = plan_grammar(demo_tools.TOOLS)
+    assert accepts(grammar, plan('lookup("Alan Turing", "death_year")'))
+    assert not accepts(grammar, plan('lookup("Alan Turing", "age_of_death")'))
+    assert not accepts(grammar, plan('lookup("Nile", "length")'))
+
+
+@pytest.mark.parametrize(
+    ("question", "without"),
+    [
+        ("What is the combined population of Spain and Italy?", "-"),
+        ("What is the total length of the Nile and the Amazon in km?", "-"),
+        ("How much longer is the Danube than the Rhine?", "+"),
+        ("How old was Alan Turing when he died?", "+"),
+        ("What is the difference between the total areas?", ""),  # both: either
+        ("What is the capital of France?", ""),
+    ],
+)
+def test_a_calculation_adds_up_or_takes_a_difference_as_the_question_asks(question, without):
+    assert excluded_operators(question) == without
+
+
+def test_an_expression_leaves_out_the_operators_the_question_does_not_ask_for():
+    grammar = plan_grammar(demo_tools.TOOLS, compute="calculator", compute_without="-")
+    assert accepts(grammar, plan('lookup("Nile", "length_km")', 'calculator("$1 + 2")'))
+    assert not accepts(grammar, plan('lookup("Nile", "length_km")', 'calculator("$1 - 2")'))
+    grammar = plan_grammar(demo_tools.TOOLS, compute="calculator", compute_without="+")
+    assert accepts(grammar, plan('calculator("3 - 2")'))
+    assert not accepts(grammar, plan('calculator("3 + 2")'))

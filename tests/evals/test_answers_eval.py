@@ -42,7 +42,11 @@ def test_the_question_set_includes_the_demo_question():
     )
     assert len(QUESTIONS) >= 30
     held_out = [q for q in QUESTIONS if q.held_out]
-    assert len([q for q in held_out if q.tools == "demo"]) == 8
+    assert len([q for q in held_out if q.tools == "demo" and q.batch == 1]) == 8
+    second = [q for q in held_out if q.batch == 2]
+    assert len([q for q in second if q.tools == "demo"]) >= 8
+    assert len([q for q in second if q.tools == "stocks"]) >= 4
+    assert len({q.text for q in QUESTIONS}) == len(QUESTIONS)
     assert {q.kind for q in held_out} == {"facts", "compare", "missing", "fact"}
     assert {q.tools for q in QUESTIONS} == {"demo", "stocks"}
 
@@ -74,8 +78,35 @@ async def test_a_full_scripted_run_is_checked(monkeypatch):
     outcomes = await run_answers(ScriptedLLM(reply, chat=False), questions, timeout=30)
     assert [o.right for o in outcomes] == [True, False]
     assert outcomes[0].rounds == 1
-    assert outcomes[0].tasks == ["search({'query': 'France'})", "search({'query': 'Japan'})"]
+    assert [t.split(" -> ")[0] for t in outcomes[0].tasks] == [
+        "search({'query': 'France'})",
+        "search({'query': 'Japan'})",
+    ]
+    assert (
+        outcomes[0]
+        .tasks[0]
+        .endswith("-> 'France: Country in Western Europe. Capital: Paris. Populatio'")
+    )
     table = markdown(outcomes, "scripted", "today")
     assert "Answer accuracy: **1/2** on scripted" in table
     assert "| tuned, demo tools | 1/2 | 0 | 1 |" in table
     assert outcomes[0].first_task is not None and outcomes[0].first_task <= outcomes[0].seconds
+
+
+async def test_both_joiners_answer_each_question_in_turn(monkeypatch):
+    monkeypatch.setattr(demo_tools, "LATENCY", 0.0)
+
+    def reply(call: LLMCall) -> str:
+        if call.prompt.rstrip().endswith("Thought:"):
+            return " Found.\nAction: Finish(Canberra.)"
+        if "Answer the question:" in call.prompt:
+            return '{"verdict": "answer", "evidence": [], "answer": "Sydney."}'
+        return '1. search("Australia")\n2. join()\n<END_OF_PLAN>'
+
+    questions = [Question("What is the capital of Australia?", ("Canberra",))]
+    llm = ScriptedLLM(reply, chat=False)
+    outcomes = await run_answers(llm, questions, timeout=30, joiners=("text", "json"))
+    assert [(o.joiner, o.verdict) for o in outcomes] == [("text", "right"), ("json", "wrong")]
+    table = markdown(outcomes, "scripted", "today")
+    assert "| text joiner, tuned, demo tools | 1/1 |" in table
+    assert "| json joiner, tuned, demo tools | 0/1 | 0 | 1 |" in table

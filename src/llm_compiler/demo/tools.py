@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llm_compiler.tools.policy import with_policy
 
@@ -158,7 +158,14 @@ async def search(query: str) -> str:
     return f"{entry['title']}: {entry['text']}"
 
 
-async def lookup(name: str, field: str) -> float:
+#: The numbers ``lookup`` reads, declared so that a constrained plan can only name one.
+Field = Literal[
+    "population", "area_km2", "height_m", "length_km", "diameter_km", "distance_au",
+    "orbital_period_days", "birth_year", "death_year",
+]  # fmt: skip
+
+
+async def lookup(name: str, field: Field) -> float:
     """Return one number about a country, mountain, river, planet or person.
 
     Fields: population, area_km2 (countries); height_m (mountains); length_km (rivers);

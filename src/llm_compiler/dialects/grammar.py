@@ -58,7 +58,10 @@ _NAME_STR = (
     r'| [^"\\A-Z\x00-\x1F\x7F] str-char* '
     r'| "\\" (["\\nrt] | "u" [0-9a-fA-F]{4}) str-char*)? "\""'
 )
-_RESERVED = ("root", "str", "str-char", "int", "num", "thought", "name-str", "name-lit")
+#: An arithmetic expression's string: no capital letter (``"MSFT - AAPL"`` names, it does
+#: not compute; functions such as ``sqrt`` and references ``$1`` stay).
+_EXPR_STR = r'"\"" ([^"\\A-Z\x00-\x1F\x7F] | "\\" ["\\nrt])* "\""'
+_RESERVED = ("root", "str", "str-char", "int", "num", "thought", "name-str", "name-lit", "expr-str")
 _DIALECTS = {
     # true/false/null words, and how a reference to task N is written.
     "py": {"true": "True", "false": "False", "null": "None", "ref": "${}"},
@@ -102,6 +105,12 @@ class _Rules:
             self.rules["name-lit"] = " | ".join(
                 gbnf_literal(json.dumps(n, ensure_ascii=False)[1:-1]) for n in names
             )
+
+    def expression(self, without: str = "") -> str:
+        """The rule of an arithmetic expression's string (`without` these characters)."""
+        excluded = "".join(f"\\x{ord(c):02X}" for c in without)
+        self.rules.setdefault("expr-str", _EXPR_STR.replace("A-Z", "A-Z" + excluded))
+        return "expr-str"
 
     def add(self, hint: str, body: str) -> str:
         if body in self._names:
@@ -241,12 +250,24 @@ def _positional(rules: _Rules, values: list[str], kw: list[tuple[str, bool]], hi
     return rules.add(f"{hint}-args", f"{values[0]} {after(1)}".strip() + f" | {first}")
 
 
-def _tool_call(rules: _Rules, spec: ToolSpec, index: int, values: dict[str, _Values]) -> str:
-    """One tool's call on one line, in call form or JSON form."""
+def _tool_call(
+    rules: _Rules,
+    spec: ToolSpec,
+    index: int,
+    values: dict[str, _Values],
+    compute: str | None = None,
+) -> str:
+    """One tool's call on one line, in call form or JSON form (`compute`: its string
+    arguments are arithmetic without these characters, see ``_EXPR_STR``)."""
     hint = f"t{index}-{spec.name}-{values['py'].tag}"
     if spec.call_form:
         v = values["py"]
-        typed = [v.value(p.schema, f"t{index}-{p.name}") for p in spec.params]
+        typed = [
+            _alt([v.ref, rules.expression(compute)])
+            if compute is not None and p.schema.get("type") == "string"
+            else v.value(p.schema, f"t{index}-{p.name}")
+            for p in spec.params
+        ]
         kw = [
             (f"{gbnf_literal(p.name + '=')} {e}", p.required)
             for p, e in zip(spec.params, typed, strict=True)
@@ -264,6 +285,10 @@ def _tool_call(rules: _Rules, spec: ToolSpec, index: int, values: dict[str, _Val
         head = gbnf_literal("{" + json.dumps(spec.name) + ": {")
         body = f"{head} {args} {gbnf_literal('}}')}".replace("  ", " ")
     return rules.add(hint, body)
+
+
+def _without(spec: ToolSpec, compute: str | None, without: str) -> str | None:
+    return without if spec.name == compute else None
 
 
 def json_line_tools(tools: Sequence[Any]) -> list[str]:
@@ -284,6 +309,8 @@ def plan_grammar(
     names: Sequence[str] = (),
     require: str | None = None,
     avoid: Iterable[str] = (),
+    compute: str | None = None,
+    compute_without: str = "",
 ) -> str:
     """GBNF for a plan over `tools` (BaseTools or callables), numbered from `first_id`.
 
@@ -302,6 +329,11 @@ def plan_grammar(
             question that compares quantities); ignored if it is not among `tools`.
         avoid: Tools not called before `require`'s call (tools of text results, whose
             results a calculator cannot read).
+        compute: A tool that evaluates arithmetic (the calculator): its string
+            arguments have no capital letters (``"$1 - $2"``, ``"8849 - 8611"``, never
+            ``"MSFT - AAPL"``, which names what it should compute on).
+        compute_without: Characters `compute`'s expressions do not use (``-`` for a
+            question that adds up: a small model copies the examples' ``"$1 - $2"``).
 
     Returns:
         The grammar text (root rule ``root``).
@@ -318,7 +350,13 @@ def plan_grammar(
         task_id = first_id + k
         refs = [i for i in known if i < first_id] + list(range(first_id, task_id))
         values = {d: _Values(rules, d, refs, f"l{k + 1}") for d in _DIALECTS}
-        calls = [(s.name == require, _tool_call(rules, s, n, values)) for n, s in enumerate(specs)]
+        calls = [
+            (
+                s.name == require,
+                _tool_call(rules, s, n, values, _without(s, compute, compute_without)),
+            )
+            for n, s in enumerate(specs)
+        ]
         any_call = rules.add(f"call-l{k + 1}", " | ".join(c for _, c in calls))
         calls = [(r, c) for (r, c), s in zip(calls, specs, strict=True) if s.name not in avoid]
         need, other = (

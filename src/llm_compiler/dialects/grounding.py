@@ -170,9 +170,23 @@ def observation_texts(rounds: Sequence[RoundRecord], *, found: bool = True) -> l
     ]
 
 
-def plan_names(context: PromptContext) -> list[str]:
-    """Names a plan may copy: from the question and earlier rounds' findings."""
-    return names([context.question, *observation_texts(context.rounds)])
+#: A code a tool's description lists as a value it takes (``EUR``, ``NVDA``, ``ISO-8601``).
+_CODE = re.compile(r"\b[A-Z][A-Z0-9]{1,7}(?:-[A-Z0-9]+)?\b")
+
+
+def plan_names(context: PromptContext, tools: Sequence[Any] = ()) -> list[str]:
+    """Names a plan may copy: from the question, earlier rounds' findings and, of the
+    tools' descriptions, the codes they list (``EUR`` of "another currency (EUR,
+    JPY)"), which a question may name otherwise ("in euros")."""
+    codes = [c for t in tools for c in _CODE.findall(_description(t))]
+    found = names([context.question, *observation_texts(context.rounds)])
+    return found + [c for c in dict.fromkeys(codes) if c not in found][: MAX_NAMES // 4]
+
+
+def _description(tool: Any) -> str:
+    metadata = getattr(tool, "metadata", None)
+    text = getattr(metadata, "description", None) or getattr(tool, "__doc__", None)
+    return text if isinstance(text, str) else ""
 
 
 def answer_values(context: PromptContext) -> tuple[list[str], list[str]]:
@@ -204,6 +218,25 @@ def _computed(context: PromptContext) -> list[str]:
         if t.tool == tool and not found_nothing(t)
     ]
     return number_forms(results)
+
+
+#: A question that adds quantities up, and one that takes their difference.
+_SUMS = re.compile(r"\b(?:combined|total|sum|together|altogether|in all)\b", re.I)
+_DIFFERS = re.compile(
+    r"\bhow (?:much|many \w+) (?:more|less|fewer|higher|lower|longer|shorter|taller|older"
+    r"|younger|bigger|larger|smaller|further|farther|heavier|lighter|deeper|after|before)\b"
+    r"|\bby how (?:much|many)\b|\bdifferences?\b|\bhow old was\b",
+    re.I,
+)
+
+
+def excluded_operators(question: str) -> str:
+    """Operators a calculation for `question` does not use: ``-`` when it only adds up
+    (a total, combined), ``+`` when it only takes a difference (how much longer)."""
+    sums, differs = bool(_SUMS.search(question)), bool(_DIFFERS.search(question))
+    if sums == differs:
+        return ""
+    return "-" if sums else "+"
 
 
 def compares(question: str) -> bool:

@@ -12,17 +12,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
 from llm_compiler.dialects.grammar import plan_grammar
-from llm_compiler.dialects.grounding import plan_names, required_tool, text_tools
+from llm_compiler.dialects.grounding import (
+    compute_tool,
+    excluded_operators,
+    plan_names,
+    required_tool,
+    text_tools,
+)
+from llm_compiler.dialects.json_joiner import JsonJoinerInput, parse_json_decision
 from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
 from llm_compiler.dialects.llmcompiler.prompts import ExampleSource, PlannerInput
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JoinerInput, parse_joiner_output
 from llm_compiler.plan import END_OF_PLAN
 
+#: The joiner's reply: ``Thought:``/``Action:`` text, or one JSON object.
+JoinerFormat = Literal["text", "json"]
 #: The planner's stop sequences: its end marker, and the start of a new few-shot example.
 PLAN_STOP = (END_OF_PLAN, "\nQuestion:")
 
@@ -43,6 +52,11 @@ class LLMCompilerDialect:
             Off by default: the 270M model, shown the planner's text first, answered
             from the wrong example ("I could not find the mountain") where without it
             it answered right.
+        joiner: The joiner's reply: ``"text"`` (``Thought:``/``Action: Finish(...)``,
+            a grounded GBNF answer when constrained) or ``"json"`` (one JSON object,
+            :mod:`~llm_compiler.dialects.json_joiner`: a JSON schema as the chat
+            model's ``response_format``, its GBNF on completion models). Measured on
+            the embedded model: see the README's "Plan correctness" section.
     """
 
     planner_examples: str | None = None
@@ -51,6 +65,7 @@ class LLMCompilerDialect:
     name: str = "llmcompiler"
     grammar_max_tasks: int = 8
     shared_prefix: bool = False
+    joiner: JoinerFormat = "text"
 
     def planner_request(self, context: PlannerContext) -> LLMRequest:
         """Messages for chat models, one few-shot prompt for completion models.
@@ -73,7 +88,9 @@ class LLMCompilerDialect:
                 first_id=context.next_id,
                 known_ids=sorted(known),
                 max_tasks=min(context.max_tasks, self.grammar_max_tasks),
-                names=plan_names(context.prompt),
+                names=plan_names(context.prompt, context.tools),
+                compute=compute_tool(context.tools),
+                compute_without=excluded_operators(context.prompt.question),
                 require=(need := required_tool(context.prompt, context.tools)),
                 avoid=text_tools(context.tools) if need else (),
             )
@@ -118,11 +135,13 @@ class LLMCompilerDialect:
             prefix = PlannerInput(
                 planner, self.planner_examples, self.constrained_examples
             ).system()
+        if self.joiner == "json":
+            return JsonJoinerInput(context, self.joiner_examples, prefix).llm_request()
         return JoinerInput(context, self.joiner_examples, prefix).llm_request()
 
     def parse_decision(self, text: str) -> JoinerDecision:
-        """``Action: Finish(...)`` or ``Action: Replan(...)``."""
-        return parse_joiner_output(text)
+        """``Action: Finish(...)`` or ``Action: Replan(...)`` (or the JSON reply)."""
+        return parse_json_decision(text) if self.joiner == "json" else parse_joiner_output(text)
 
 
 __all__ = ["END_OF_PLAN", "LLMCompilerDialect", "PlanParser", "parse_task_line"]
