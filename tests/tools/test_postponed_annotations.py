@@ -32,3 +32,30 @@ def test_literal_and_model_annotations_resolve():
     assert '"\\"fahrenheit\\""' in plan_grammar([tool])
     params = to_tool(distance).metadata.get_parameters_dict()
     assert params["properties"]["a"] == {"$ref": "#/$defs/Point"}
+
+
+def test_a_function_tool_made_elsewhere_gets_its_annotations_resolved():
+    """An AgentWorkflow turns callables into FunctionTools itself: the engine still reads
+    the Literal (the demo's ``lookup`` declares its fields so)."""
+    from llama_index.core.tools import FunctionTool
+
+    from llm_compiler.demo.tools import lookup
+    from llm_compiler.tools.spec import tool_spec
+
+    tool = FunctionTool.from_defaults(async_fn=lookup)
+    spec = tool_spec(tool)
+    assert [p.name for p in spec.params] == ["name", "field"]
+    assert "height_m" in spec.params[1].schema["enum"]
+
+
+def test_a_tool_whose_annotations_never_resolve_keeps_its_parameter_names():
+    from llama_index.core.tools import FunctionTool
+
+    from llm_compiler.tools.spec import tool_spec
+
+    def measure(thing: str, unit: NoSuchType) -> float:  # type: ignore[name-defined]  # noqa: F821
+        """Measure a thing."""
+        return 1.0
+
+    spec = tool_spec(FunctionTool.from_defaults(fn=measure))
+    assert [(p.name, p.required) for p in spec.params] == [("thing", True), ("unit", True)]

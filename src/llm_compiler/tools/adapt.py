@@ -33,14 +33,14 @@ def to_tool(obj: ToolLike, threads: ToolThreads | None = None) -> BaseTool:
         tool = FunctionTool.from_defaults(async_fn=obj)
     else:
         tool = FunctionTool.from_defaults(fn=obj, async_fn=threaded(obj, threads or TOOL_THREADS))
-    _resolve_annotations(tool, obj)
+    resolve_annotations(tool, obj)
     found = declared(obj)
     if found is not None:
         with_policy(tool, found)
     return tool
 
 
-def _resolve_annotations(tool: FunctionTool, fn: Callable[..., Any]) -> None:
+def resolve_annotations(tool: FunctionTool, fn: Callable[..., Any]) -> None:
     """Resolve postponed annotations (``from __future__ import annotations``).
 
     FunctionTool cannot resolve names such as ``Literal`` or a model class in string

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llama_index.core.tools import BaseTool
+from llama_index.core.tools import BaseTool, FunctionTool
 
 from llm_compiler.tools import adapt
 
@@ -94,18 +94,31 @@ def tool_spec(tool: BaseTool) -> ToolSpec:
     return spec
 
 
+def _parameters(tool: BaseTool) -> dict[str, Any] | None:
+    """The tool's JSON schema; a function tool made elsewhere (an ``AgentWorkflow``'s)
+    from a function with postponed annotations gets them resolved first."""
+    for attempt in range(2):
+        try:
+            return tool.metadata.get_parameters_dict()
+        except Exception:
+            fn = getattr(tool, "real_fn", None)
+            if attempt or not isinstance(tool, FunctionTool) or fn is None:
+                return None
+            adapt.resolve_annotations(tool, fn)
+    return None
+
+
 def _build_spec(tool: BaseTool) -> ToolSpec:
     name = tool.metadata.get_name()
-    try:
-        schema = tool.metadata.get_parameters_dict()
-    except Exception:  # unresolvable annotations: the names are still known
-        required = set(required(tool))
-        params = tuple(Param(p, ANY, p in required) for p in parameters(tool))
+    schema = _parameters(tool)
+    if schema is None:  # unresolvable annotations: the names are still known
+        needed = set(required(tool))
+        params = tuple(Param(p, ANY, p in needed) for p in parameters(tool))
         return ToolSpec(name, params)
     defs = schema_defs(schema)
-    required = set(schema.get("required", ()))
+    needed = set(schema.get("required", ()))
     params = tuple(
-        Param(pname, inline_refs(prop, defs), pname in required)
+        Param(pname, inline_refs(prop, defs), pname in needed)
         for pname, prop in schema.get("properties", {}).items()
     )
     return ToolSpec(name, params)
