@@ -11,7 +11,7 @@ Three tables (created at open):
 Writes are queued (:meth:`Journal.put`, never awaited on the spot) and committed by one
 task, all that queued up in one transaction (group commit: however many runs and events
 wrote since the last commit, one commit). :meth:`Journal.barrier` waits until the rows a
-run queued so far, but its stream events, are committed: the runtime calls it before a
+run queued so far, except its stream events, are committed: the runtime calls it before a
 step acts on the facts (a tool or model call, an answer), so nothing runs on a fact that
 could still be lost. Facts are committed as soon as the committing task is free (whatever
 queued meanwhile joins them); events of a stream, which nothing acts on, ride along or are
@@ -241,7 +241,7 @@ class Journal:
             self._wake.set()
 
     async def barrier(self, run_id: str) -> None:
-        """Wait until every row but stream events `run_id` queued so far is committed.
+        """Wait until every row `run_id` queued so far, except stream events, is committed.
 
         Raises:
             Exception: The database refused a row of the run, or stayed away past the

@@ -232,7 +232,9 @@ class PostgresLiveness:
         again = False
         try:
             conn = await self._reach(retry=bool(grace))
-            if grace:  # the database is back: the peer takes its lock back meanwhile
+            if grace:
+                # Intended wait, not a poll: the database is back, and the peer gets this
+                # long to reconnect and take its lock back before it counts as dead.
                 await asyncio.sleep(grace)
             await conn.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", _key(worker))
             try:

@@ -134,9 +134,14 @@ def resume_in_flight(task: PlanTask, run_id: str, policy: ToolPolicy) -> Resume:
     key = call_key(run_id, task.round, task.id)
     if policy.side_effect != "at_most_once":
         return Resume(rerun=True, idempotency_key=key)
+    return Resume(rerun=False, idempotency_key=key, result=unknown_after_crash(task, run_id))
+
+
+def unknown_after_crash(task: PlanTask, run_id: str) -> TaskResult:
+    """The error observation of `task`, whose call a crash cut: its outcome is unknown."""
     now = time.time()
-    result = TaskResult(
-        event_id=f"{key}:unknown-after-crash",
+    return TaskResult(
+        event_id=f"{call_key(run_id, task.round, task.id)}:unknown-after-crash",
         round=task.round,
         run_id=run_id,
         task_id=task.id,
@@ -146,4 +151,3 @@ def resume_in_flight(task: PlanTask, run_id: str, policy: ToolPolicy) -> Resume:
         started_at=now,
         finished_at=now,
     )
-    return Resume(rerun=False, idempotency_key=key, result=result)

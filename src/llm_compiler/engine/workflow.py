@@ -61,10 +61,10 @@ from llm_compiler.engine.llm import Metered, default_llm, is_chat, metered_call,
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.engine.policy import (
     BEFORE_CALL,
-    UNKNOWN_AFTER_CRASH,
     Resume,
     RunPolicies,
     resume_in_flight,
+    unknown_after_crash,
 )
 from llm_compiler.engine.runs import RunRegistry, RunTools, StartedCalls
 from llm_compiler.engine.scheduler import (
@@ -474,14 +474,17 @@ class LLMCompilerWorkflow(Workflow):
         return fan_in(ctx, state, ev)
 
     def _emit(self, ctx: Context[CompilerState], state: CompilerState, decision: Decision) -> None:
-        def traced(task: PlanTask, message: str, skipped: bool, args: Any) -> None:
-            self._tracer.not_run(
-                state.run_id, task.id, task.round, task.tool, task.deps, args, message, skipped
-            )
-
         tools = self._run_tools.known(state.run_id)
         rules = self._rules(state)
+        traced = partial(self._trace_not_run, state)
         emit(ctx, state, tools, decision, self._calls, on_not_run=traced, rules=rules)
+
+    def _trace_not_run(
+        self, state: CompilerState, task: PlanTask, message: str, skipped: bool, args: Any
+    ) -> None:
+        """Trace `task` of `state`'s run as not run (`message`: its observation)."""
+        shown = (task.id, task.round, task.tool, task.deps, args)
+        self._tracer.not_run(state.run_id, *shown, message, skipped)
 
     # ------------------------------------------------------------------ executor
 
@@ -547,20 +550,9 @@ class LLMCompilerWorkflow(Workflow):
         """The outcome of `task`, whose call a crash cut after its start was committed: the
         workflow's ``after_crash`` observation (an explicit mark wins over a ``pure`` or
         ``idempotent`` class: such a call is not run again either)."""
-        verdict = self.after_crash(state, task.id)
-        unknown = UNKNOWN_AFTER_CRASH.format(tool=task.tool)
-        result = verdict.result or not_run(task, state.run_id, unknown, False)
+        result = self.after_crash(state, task.id).result or unknown_after_crash(task, state.run_id)
         result.run_id = state.run_id
-        self._tracer.not_run(
-            state.run_id,
-            task.id,
-            task.round,
-            task.tool,
-            task.deps,
-            task.kwargs,
-            result.output,
-            False,
-        )
+        self._trace_not_run(state, task, str(result.output), False, task.kwargs)
         ctx.write_event_to_stream(result)
         return result
 

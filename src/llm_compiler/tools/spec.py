@@ -97,15 +97,17 @@ def tool_spec(tool: BaseTool) -> ToolSpec:
 def _parameters(tool: BaseTool) -> dict[str, Any] | None:
     """The tool's JSON schema; a function tool made elsewhere (an ``AgentWorkflow``'s)
     from a function with postponed annotations gets them resolved first."""
-    for attempt in range(2):
-        try:
-            return tool.metadata.get_parameters_dict()
-        except Exception:
-            fn = getattr(tool, "real_fn", None)
-            if attempt or not isinstance(tool, FunctionTool) or fn is None:
-                return None
-            adapt.resolve_annotations(tool, fn)
-    return None
+    try:
+        return tool.metadata.get_parameters_dict()
+    except Exception:
+        fn = getattr(tool, "real_fn", None)
+        if not isinstance(tool, FunctionTool) or fn is None:
+            return None
+    adapt.resolve_annotations(tool, fn)
+    try:
+        return tool.metadata.get_parameters_dict()
+    except Exception:  # still unresolvable
+        return None
 
 
 def _build_spec(tool: BaseTool) -> ToolSpec:
