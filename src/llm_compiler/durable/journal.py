@@ -13,10 +13,13 @@ task, all that queued up in one transaction (group commit: however many runs and
 wrote since the last commit, one commit). :meth:`Journal.barrier` waits until the rows a
 run queued so far, except its stream events, are committed: the runtime calls it before a
 step acts on the facts (a tool or model call, an answer), so nothing runs on a fact that
-could still be lost. Facts are committed as soon as the committing task is free (whatever
-queued meanwhile joins them); events of a stream, which nothing acts on, ride along or are
-committed within :data:`LAZY_COMMIT` seconds. Rows are committed in the order they were
-queued.
+could still be lost. A commit starts when a barrier or the runtime asks for one
+(:meth:`Journal.commit_soon`: a run's start, a model call's output), or
+:data:`LAZY_COMMIT` seconds after its first row was queued, whichever comes first;
+whatever queued meanwhile joins it. So the results of parallel tasks, which no step
+waits for one by one, settle in one commit rather than one each, and a barrier never
+queues behind a commit of rows it does not need. Rows are committed in the order they
+were queued.
 
 A lost connection is retried with backoff (the journal reports itself ``degraded``
 meanwhile) until :attr:`~llm_compiler.durable.config.DurableConfig.outage_limit`; then
@@ -45,8 +48,8 @@ from llm_compiler.durable.facts import Row
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: Seconds a queued row nobody waits for may stay uncommitted (other workers' readers of a
-#: stream see its events this much later at most).
+#: Seconds a queued row nobody waits for may stay uncommitted: a task's result, a stream
+#: event (other workers' readers of a stream see it this much later at most).
 LAZY_COMMIT = 0.02
 #: The channel a Postgres journal notifies with the ids of runs whose events it committed.
 EVENTS_CHANNEL = "llmc_events"
@@ -230,15 +233,21 @@ class Journal:
         self._mark(run_id, lazy)
 
     def _mark(self, run_id: str, lazy: bool = False) -> None:
-        """Note the run's pending row; commit soon (facts) or within ``LAZY_COMMIT`` (events,
-        which a run's barrier does not wait for: nothing acts on them)."""
+        """Note the run's pending row: committed at the run's next barrier (unless `lazy`:
+        events, which nothing acts on) or within ``LAZY_COMMIT``."""
         if self._open is None:
             loop = asyncio.get_running_loop()
             self._open = loop.create_future()
             self._timer = loop.call_later(LAZY_COMMIT, self._wake.set)
         if not lazy:
             self._last[run_id] = self._open
-            self._wake.set()
+
+    def pending(self, run_id: str) -> asyncio.Future[None] | None:
+        """The commit that will hold every row `run_id` queued so far, except stream
+        events (None: they are committed). Commits are in order: once it is done, so is
+        every earlier one."""
+        pending = self._last.get(run_id)
+        return pending if pending is not None and not pending.done() else None
 
     async def barrier(self, run_id: str) -> None:
         """Wait until every row `run_id` queued so far, except stream events, is committed.
@@ -248,14 +257,28 @@ class Journal:
                 outage limit: the run must not act on facts that are not recorded.
         """
         pending = self._last.get(run_id)
-        if pending is not None and not pending.done():
-            self._wake.set()
-            await asyncio.shield(pending)
-        if self._last.get(run_id) is pending:
+        await self.settled(run_id, pending)
+        if pending is not None and self._last.get(run_id) is pending:
             self._last.pop(run_id, None)
+
+    async def settled(self, run_id: str, commit: asyncio.Future[None] | None) -> None:
+        """Wait for `commit` (from :meth:`pending`: the rows the run had queued then).
+
+        Raises:
+            Exception: As :meth:`barrier`.
+        """
+        if commit is not None and not commit.done():
+            self._wake.set()
+            await asyncio.shield(commit)
         failed = self._failed.get(run_id)
         if failed is not None:
             raise failed
+
+    def commit_soon(self) -> None:
+        """Start a commit of what is queued now, without waiting for it (a run's start:
+        committed while its plan is written, not in front of its first tool)."""
+        if self._open is not None:
+            self._wake.set()
 
     async def commit(self) -> None:
         """Wait until everything queued so far is committed."""

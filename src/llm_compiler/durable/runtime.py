@@ -5,13 +5,15 @@ seams, none of them inside the engine:
 
 - **State.** Each run's state store is an in-memory one whose writes queue the rows of
   what they add (:mod:`.facts`) to the :class:`~.journal.Journal`.
-- **Steps.** Before a step that acts on the facts starts (a tool call, the joiner, a
-  verdict), the run's queued rows are committed (:meth:`~.journal.Journal.barrier`): a
-  task runs only once its plan line and its inputs are committed, so a call run again
-  after a crash has the same arguments and idempotency key. The scheduler's own writes
-  are not waited for: results of parallel tasks settle one after another without a
-  round trip each, and whatever depends on them waits for one group commit.
-- **Answers.** The run's ``StopEvent`` is published only once its answer is committed.
+- **Steps.** Before a step that acts on the facts starts (the joiner, a verdict), the
+  run's queued rows are committed (:meth:`~.journal.Journal.barrier`). A tool call waits
+  for the rows its run had queued once its plan line and its inputs' results were there,
+  not for its siblings' results settled since: a call run again after a crash
+  has the same arguments and idempotency key. The scheduler's own writes are not waited
+  for: results of parallel tasks settle without a round trip each, and whatever depends
+  on them waits for one group commit.
+- **Answers.** The run's ``StopEvent`` is published only once its answer is committed,
+  and a request for a verdict (an ``InputRequiredEvent``) once the facts it rests on are.
 
 A run is resumed by folding its rows into its state and sending the steps the events
 that carry it on (:mod:`.recovery`). Which runs this process resumes, and when, is the
@@ -32,7 +34,7 @@ from typing_extensions import override
 from workflows import Context
 from workflows.context.serializers import BaseSerializer
 from workflows.context.state_store import InMemoryStateStore, StateStore, infer_state_type
-from workflows.events import Event, StartEvent, StopEvent
+from workflows.events import Event, InputRequiredEvent, StartEvent, StopEvent
 from workflows.handler import WorkflowHandler
 from workflows.plugins.basic import BasicRuntime
 from workflows.runtime.runtime_decorators import (
@@ -65,6 +67,9 @@ STATES_KEPT = 256
 #: planner acts on the question (committed before a served start is answered) or on a
 #: replan verdict (cut before its commit, the joiner is asked again).
 UNGATED_STEPS = frozenset({"schedule", "plan"})
+#: Steps whose tool calls wait in the runtime's hook (:meth:`JournalRuntime.before_tool_call`)
+#: for the facts of their task only.
+CALL_GATED_STEPS = frozenset({"execute"})
 _JOURNAL: ContextVar[Journal | None] = ContextVar("llmc_journal", default=None)
 
 
@@ -93,14 +98,26 @@ class JournaledStateStore(InMemoryStateStore[Any]):
     def __init__(self, initial: BaseModel, journal: Journal, run_id: str) -> None:
         super().__init__(initial)
         self._journal, self._run_id = journal, run_id
+        self.inputs: dict[int, asyncio.Future[None] | None] = {}
+        """By task id: the commit holding what the run had queued once the task and its
+        inputs' results were there (None: committed then)."""
 
     @override
     async def _write_state(self, state: BaseModel, storage: Any = None) -> None:
         if isinstance(state, CompilerState):
             record = self._memory_storage.load_sync()
             old = record.data if record is not None else None
-            for row in diff(old if isinstance(old, CompilerState) else None, state):
+            rows = diff(old if isinstance(old, CompilerState) else None, state)
+            for row in rows:
                 self._journal.put(self._run_id, row)
+            if any(row.kind == "llm" for row in rows):
+                # A model call ended (a plan, a verdict): the costliest fact to redo is
+                # committed at once; tools' results ride with the next commit.
+                self._journal.commit_soon()
+            commit = self._journal.pending(self._run_id)
+            for task_id, task in state.tasks.items():
+                if task_id not in self.inputs and all(d in state.outcomes for d in task.deps):
+                    self.inputs[task_id] = commit
         await super()._write_state(state, storage)
 
 
@@ -120,7 +137,9 @@ class _JournaledRun(BaseInternalRunAdapterDecorator):
 
     @override
     async def write_to_event_stream(self, event: Event) -> None:
-        if isinstance(event, StopEvent):
+        # What a client acts on stands first: the answer, and a request for a verdict (a
+        # verdict must find its request on whichever worker runs the run next).
+        if isinstance(event, (StopEvent, InputRequiredEvent)):
             await self._runtime.journal.barrier(self.run_id)
         await super().write_to_event_stream(event)
 
@@ -130,12 +149,13 @@ class _JournaledRun(BaseInternalRunAdapterDecorator):
     ) -> WaitForNextTaskResult:
         for start in pending:
             if isinstance(start, PendingWorker) and start.step_id.name not in UNGATED_STEPS:
-                start.coro = self._gated(start.coro)
+                start.coro = self._gated(start.coro, start.step_id.name not in CALL_GATED_STEPS)
         return await super().wait_for_next_task(running, pending, timeout)
 
-    async def _gated(self, step: Coroutine[Any, Any, Any]) -> Any:
+    async def _gated(self, step: Coroutine[Any, Any, Any], barrier: bool) -> Any:
         try:
-            await self._runtime.journal.barrier(self.run_id)
+            if barrier:
+                await self._runtime.journal.barrier(self.run_id)
         except BaseException:
             step.close()
             raise
@@ -237,6 +257,7 @@ class JournalRuntime(BaseRuntimeDecorator):
         if start_event is not None:
             body = workflow.runtime.get_serializer(workflow).serialize(start_event)
             self.journal.put(run_id, Row("start", "", body))
+            self.journal.commit_soon()
         adapter = super().run_workflow(
             run_id, workflow, init_state, start_event, serialized_state, serializer
         )
@@ -244,10 +265,17 @@ class JournalRuntime(BaseRuntimeDecorator):
         return _RunHandle(adapter, self)
 
     async def before_tool_call(self, started: TaskStarted) -> None:
-        """Commit an ``at_most_once`` call's start before the call (a crash then resumes
-        the task with "outcome unknown", the workflow's ``after_crash``). Every tool call
-        of a run on this runtime awaits it (:data:`~llm_compiler.engine.policy.BEFORE_CALL`);
-        ``pure`` and ``idempotent`` calls cost nothing here."""
+        """Wait for the commit of what the run had queued once the task's plan line and
+        its inputs' results were there (all it queued, for a task seen elsewhere). Then
+        commit an ``at_most_once`` call's start before the call (a crash then resumes the
+        task with "outcome unknown", the workflow's ``after_crash``); ``pure`` and
+        ``idempotent`` calls wait for nothing more. Every tool call of a run on this
+        runtime awaits it (:data:`~llm_compiler.engine.policy.BEFORE_CALL`)."""
+        store = self.states.get(started.run_id)
+        if store is not None and started.task_id in store.inputs:
+            await self.journal.settled(started.run_id, store.inputs[started.task_id])
+        else:
+            await self.journal.barrier(started.run_id)
         if started.side_effect == "at_most_once":
             key = f"{started.round}:{started.task_id}"
             self.journal.put(started.run_id, Row("started", key, "{}"))

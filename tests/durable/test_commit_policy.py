@@ -1,0 +1,96 @@
+"""When the journal commits, in process (SQLite): a barrier or the lazy timer starts a
+commit, so the results of parallel tasks settle in one commit rather than one each; a
+request for a verdict is published only once the facts it rests on are committed."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llm_compiler import LLMCompilerWorkflow, TaskApprovalRequest, policy
+from llm_compiler.durable import durable_runtime, journal
+from llm_compiler.durable.facts import fold
+from llm_compiler.testing import ScriptedLLM
+
+pytestmark = pytest.mark.timeout(120)
+
+NINE = "\n".join(f'{i}. fetch("k{i}")' for i in range(1, 10)) + "\n10. join()"
+FINISH = "Thought: done.\nAction: Finish(all values)"
+
+
+async def fetch(name: str) -> str:
+    """Fetch a value."""
+    return f"value of {name}"
+
+
+def committed_rows(db: Path, run_id: str) -> list[tuple[str, str, str]]:
+    with sqlite3.connect(db) as conn:
+        sql = "SELECT kind, key, body FROM llmc_facts WHERE run_id = ?"
+        return [(str(k), str(key), str(b)) for k, key, b in conn.execute(sql, (run_id,))]
+
+
+async def test_results_of_parallel_tasks_share_a_commit(tmp_path, monkeypatch):
+    monkeypatch.setattr(journal, "LAZY_COMMIT", 30.0)  # only barriers start commits here
+    runtime = durable_runtime(f"sqlite:///{tmp_path / 'j.db'}")
+    wf = LLMCompilerWorkflow(
+        tools=[policy(side_effect="pure")(fetch)],
+        llm=ScriptedLLM(lambda call: FINISH if "Finish(" in call.prompt else NINE),
+        runtime=runtime,
+        timeout=30,
+    )
+    await runtime.launch()
+    commits: list[list[str]] = []
+    write = runtime.journal.driver.write
+
+    async def counted(batch: Any, runs: set[str]) -> None:
+        commits.append([args[1] for _, rows in batch for args in rows if len(args) == 4])
+        await write(batch, runs)
+
+    runtime.journal.driver.write = counted  # type: ignore[method-assign]
+    try:
+        assert str(await wf.run(user_msg="nine", run_id=uuid.uuid4().hex)) == "all values"
+    finally:
+        await runtime.destroy()
+    with_results = [kinds for kinds in commits if "result" in kinds]
+    assert sum(kinds.count("result") for kinds in with_results) == 9
+    # One commit per result before; now the joiner's barrier commits them together.
+    assert len(with_results) == 1, commits
+    assert len(commits) <= 6, commits
+
+
+async def test_a_verdict_request_is_committed_before_a_client_sees_it(tmp_path):
+    db = tmp_path / "j.db"
+    runtime = durable_runtime(f"sqlite:///{db}")
+    paid: list[str] = []
+
+    @policy(side_effect="at_most_once", requires_approval=True)
+    async def pay(amount: str) -> str:
+        """Pay an amount."""
+        paid.append(amount)
+        return f"paid {amount}"
+
+    plan = '1. fetch("price")\n2. pay($1)\n3. join()'
+    wf = LLMCompilerWorkflow(
+        tools=[policy(side_effect="pure")(fetch), pay],
+        llm=ScriptedLLM(lambda call: FINISH if "Finish(" in call.prompt else plan),
+        runtime=runtime,
+        timeout=30,
+    )
+    await runtime.launch()
+    run_id = uuid.uuid4().hex
+    try:
+        handler = wf.run(user_msg="pay?", run_id=run_id)
+        async for ev in handler.stream_events():
+            if isinstance(ev, TaskApprovalRequest):
+                # The hold the verdict answers stands in the journal: a worker resuming
+                # the run from there holds the same task (the fetch before it settled).
+                state = fold(committed_rows(db, run_id))
+                assert state is not None and 1 in state.outcomes and 2 not in state.outcomes
+                handler.ctx.send_event(ev.respond())
+        assert str(await handler) == "all values" and paid == ["value of price"]
+    finally:
+        await runtime.destroy()
