@@ -94,3 +94,33 @@ async def test_a_verdict_request_is_committed_before_a_client_sees_it(tmp_path):
         assert str(await handler) == "all values" and paid == ["value of price"]
     finally:
         await runtime.destroy()
+
+
+async def test_a_call_that_is_not_pure_starts_on_committed_inputs(tmp_path, monkeypatch):
+    """An idempotent call runs on facts that survive a crash (its plan line, its input's
+    result), though no barrier of another step asked for their commit."""
+    monkeypatch.setattr(journal, "LAZY_COMMIT", 30.0)
+    db = tmp_path / "j.db"
+    runtime = durable_runtime(f"sqlite:///{db}")
+    seen: list[set[str]] = []
+    run_id = uuid.uuid4().hex
+
+    @policy(side_effect="idempotent")
+    async def store(value: str) -> str:
+        """Store a value."""
+        seen.append({f"{kind}:{key}" for kind, key, _ in committed_rows(db, run_id)})
+        return "stored"
+
+    plan = '1. fetch("price")\n2. store($1)\n3. join()'
+    wf = LLMCompilerWorkflow(
+        tools=[policy(side_effect="pure")(fetch), store],
+        llm=ScriptedLLM(lambda call: FINISH if "Finish(" in call.prompt else plan),
+        runtime=runtime,
+        timeout=30,
+    )
+    await runtime.launch()
+    try:
+        assert str(await wf.run(user_msg="store", run_id=run_id)) == "all values"
+    finally:
+        await runtime.destroy()
+    assert len(seen) == 1 and {"task:2", "result:0:1"} <= seen[0], seen

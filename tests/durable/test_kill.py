@@ -140,11 +140,14 @@ def test_a_run_killed_with_a_tool_in_flight_runs_only_that_call_again(
         time.sleep(0.05)
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
+    unrecorded = unrecorded_lookups(tmp_path, backend)
     before = calls(tmp_path)
     assert "start slow A" in before and "done slow A" not in before
     assert finish(tmp_path, backend) == reference
     log = calls(tmp_path)
-    assert_nothing_finished_ran_again(log, unrecorded=1)  # a lookup returning at the kill
+    # Pure calls wait for no commit: a lookup whose result the journal did not hold at the
+    # kill (read now) may run again, besides one returning at the kill.
+    assert_nothing_finished_ran_again(log, unrecorded=max(1, unrecorded))
     assert log.count("start slow A") == 2  # pure: the call in flight ran again
     assert log.count("llm planner") == 1 and log.count("llm joiner") == 1
 

@@ -5,13 +5,15 @@ seams, none of them inside the engine:
 
 - **State.** Each run's state store is an in-memory one whose writes queue the rows of
   what they add (:mod:`.facts`) to the :class:`~.journal.Journal`.
-- **Steps.** Before a step that acts on the facts starts (the joiner, a verdict), the
-  run's queued rows are committed (:meth:`~.journal.Journal.barrier`). A tool call waits
-  for the rows its run had queued once its plan line and its inputs' results were there,
-  not for its siblings' results settled since: a call run again after a crash
-  has the same arguments and idempotency key. The scheduler's own writes are not waited
-  for: results of parallel tasks settle without a round trip each, and whatever depends
-  on them waits for one group commit.
+- **Steps.** The joiner and a verdict on a held plan start once the run's queued rows are
+  committed (:meth:`~.journal.Journal.barrier`): every result the joiner reads survives
+  a crash. A tool call that is not ``pure`` waits for the commit of the rows its run had
+  queued once its plan line and its inputs' results were there (not for its siblings'
+  results settled since), so a call run again after a crash has the same arguments and
+  idempotency key; an ``at_most_once`` call also waits for its start's commit. The
+  planner, the scheduler and ``pure`` calls do not wait: what a crash takes from them
+  before its commit (a row waits :data:`~.journal.LAZY_COMMIT` at most for one to start)
+  they do again, harmlessly.
 - **Answers.** The run's ``StopEvent`` is published only once its answer is committed,
   and a request for a verdict (an ``InputRequiredEvent``) once the facts it rests on are.
 
@@ -265,12 +267,14 @@ class JournalRuntime(BaseRuntimeDecorator):
         return _RunHandle(adapter, self)
 
     async def before_tool_call(self, started: TaskStarted) -> None:
-        """Wait for the commit of what the run had queued once the task's plan line and
-        its inputs' results were there (all it queued, for a task seen elsewhere). Then
-        commit an ``at_most_once`` call's start before the call (a crash then resumes the
-        task with "outcome unknown", the workflow's ``after_crash``); ``pure`` and
-        ``idempotent`` calls wait for nothing more. Every tool call of a run on this
-        runtime awaits it (:data:`~llm_compiler.engine.policy.BEFORE_CALL`)."""
+        """Before a call that is not ``pure``: wait for the commit of what the run had
+        queued once the task's plan line and its inputs' results were there (all it
+        queued, for a task seen elsewhere); before an ``at_most_once`` call, also commit
+        its start (a crash then resumes the task with "outcome unknown", the workflow's
+        ``after_crash``). A ``pure`` call waits for nothing. Every tool call of a run on
+        this runtime awaits it (:data:`~llm_compiler.engine.policy.BEFORE_CALL`)."""
+        if started.side_effect == "pure":
+            return
         store = self.states.get(started.run_id)
         if store is not None and started.task_id in store.inputs:
             await self.journal.settled(started.run_id, store.inputs[started.task_id])
