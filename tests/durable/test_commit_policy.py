@@ -27,6 +27,16 @@ async def fetch(name: str) -> str:
     return f"value of {name}"
 
 
+def scripted(runtime: Any, plan: str, *tools: Any) -> LLMCompilerWorkflow:
+    """A workflow on `runtime` whose planner writes `plan`, with `fetch` (pure) and `tools`."""
+    return LLMCompilerWorkflow(
+        tools=[policy(side_effect="pure")(fetch), *tools],
+        llm=ScriptedLLM(lambda call: FINISH if "Finish(" in call.prompt else plan),
+        runtime=runtime,
+        timeout=30,
+    )
+
+
 def committed_rows(db: Path, run_id: str) -> list[tuple[str, str, str]]:
     with sqlite3.connect(db) as conn:
         sql = "SELECT kind, key, body FROM llmc_facts WHERE run_id = ?"
@@ -36,12 +46,7 @@ def committed_rows(db: Path, run_id: str) -> list[tuple[str, str, str]]:
 async def test_results_of_parallel_tasks_share_a_commit(tmp_path, monkeypatch):
     monkeypatch.setattr(journal, "LAZY_COMMIT", 30.0)  # only barriers start commits here
     runtime = durable_runtime(f"sqlite:///{tmp_path / 'j.db'}")
-    wf = LLMCompilerWorkflow(
-        tools=[policy(side_effect="pure")(fetch)],
-        llm=ScriptedLLM(lambda call: FINISH if "Finish(" in call.prompt else NINE),
-        runtime=runtime,
-        timeout=30,
-    )
+    wf = scripted(runtime, NINE)
     await runtime.launch()
     commits: list[list[str]] = []
     write = runtime.journal.driver.write
@@ -73,13 +78,7 @@ async def test_a_verdict_request_is_committed_before_a_client_sees_it(tmp_path):
         paid.append(amount)
         return f"paid {amount}"
 
-    plan = '1. fetch("price")\n2. pay($1)\n3. join()'
-    wf = LLMCompilerWorkflow(
-        tools=[policy(side_effect="pure")(fetch), pay],
-        llm=ScriptedLLM(lambda call: FINISH if "Finish(" in call.prompt else plan),
-        runtime=runtime,
-        timeout=30,
-    )
+    wf = scripted(runtime, '1. fetch("price")\n2. pay($1)\n3. join()', pay)
     await runtime.launch()
     run_id = uuid.uuid4().hex
     try:
@@ -111,13 +110,7 @@ async def test_a_call_that_is_not_pure_starts_on_committed_inputs(tmp_path, monk
         seen.append({f"{kind}:{key}" for kind, key, _ in committed_rows(db, run_id)})
         return "stored"
 
-    plan = '1. fetch("price")\n2. store($1)\n3. join()'
-    wf = LLMCompilerWorkflow(
-        tools=[policy(side_effect="pure")(fetch), store],
-        llm=ScriptedLLM(lambda call: FINISH if "Finish(" in call.prompt else plan),
-        runtime=runtime,
-        timeout=30,
-    )
+    wf = scripted(runtime, '1. fetch("price")\n2. store($1)\n3. join()', store)
     await runtime.launch()
     try:
         assert str(await wf.run(user_msg="store", run_id=run_id)) == "all values"
