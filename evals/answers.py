@@ -446,9 +446,11 @@ async def main_async(args: argparse.Namespace) -> int:
     resolved = resolve_llm()
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     questions = select(args)
-    options = {} if args.shared_prefix else {"shared_prefix": False}
+    options: dict[str, Any] = {} if args.shared_prefix else {"shared_prefix": False}
     async with resolved as llm:
-        joiners = ("text", "json") if args.joiner == "both" else (args.joiner,)
+        joiners = tuple(("text,json" if args.joiner == "both" else args.joiner).split(","))
+        if args.examples:
+            options["constrained_examples"] = args.examples
         outcomes = await run_answers(llm, questions, args.timeout, joiners, **options)
     table = markdown(outcomes, resolved.description, date)
     print(table)
@@ -477,9 +479,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument(
         "--joiner",
-        choices=("text", "json", "both"),
-        default="text",
-        help="the joiner's reply: grounded Thought/Action text, JSON, or both in turn",
+        default="select",
+        help="the joiner's reply: select (an answer rendered from the results the model "
+        "selects), text (grounded Thought/Action), json; several comma-separated are asked "
+        "in turn (both: text,json)",
+    )
+    p.add_argument(
+        "--examples",
+        choices=("own", "mixed", "builtin", "varied"),
+        default=None,
+        help="the second tool set's few-shot plans (LLMCompilerDialect(constrained_examples=...))",
     )
     p.add_argument("--out", type=Path, default=RESULTS_DIR / "answers.json")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per question")

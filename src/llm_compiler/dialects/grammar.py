@@ -99,12 +99,25 @@ class _Rules:
         self.rules: dict[str, str] = {}
         self._names: dict[str, str] = {}
         self.string = "str"
+        self._name_list = list(names)
         if names:
             self.string = "name-str"
             self.rules["name-str"] = _NAME_STR
             self.rules["name-lit"] = " | ".join(
                 gbnf_literal(json.dumps(n, ensure_ascii=False)[1:-1]) for n in names
             )
+
+    def string_except(self, values: Sequence[str]) -> str | None:
+        """A string rule that cannot be any of `values` (None if it cannot say so:
+        without names, or for a value that starts with no capital letter)."""
+        if self.string != "name-str" or not all(v[:1].isupper() for v in values):
+            return None
+        names = [n for n in self._name_list if n not in values]
+        if not names:  # only text that starts with no capital letter
+            return self.add("str-lower", r'"\"" ([^"\\A-Z\x00-\x1F\x7F] str-char*)? "\""')
+        lits = " | ".join(gbnf_literal(json.dumps(n, ensure_ascii=False)[1:-1]) for n in names)
+        lit = self.add("name-lit-except", lits)
+        return self.add("name-str-except", _NAME_STR.replace("name-lit", lit))
 
     def expression(self, without: str = "") -> str:
         """The rule of an arithmetic expression's string (`without` these characters)."""
@@ -256,10 +269,16 @@ def _tool_call(
     index: int,
     values: dict[str, _Values],
     compute: str | None = None,
+    exclude: Sequence[tuple[Any, ...]] = (),
 ) -> str:
     """One tool's call on one line, in call form or JSON form (`compute`: its string
-    arguments are arithmetic without these characters, see ``_EXPR_STR``)."""
+    arguments are arithmetic without these characters, see ``_EXPR_STR``; `exclude`:
+    the required arguments' values of calls it may not repeat)."""
     hint = f"t{index}-{spec.name}-{values['py'].tag}"
+    if spec.call_form and exclude and compute is None:
+        excluding = _excluding_call(rules, spec, index, values["py"], exclude, hint)
+        if excluding is not None:
+            return excluding
     if spec.call_form:
         v = values["py"]
         typed = [
@@ -287,6 +306,82 @@ def _tool_call(
     return rules.add(hint, body)
 
 
+def _excluding_call(
+    rules: _Rules,
+    spec: ToolSpec,
+    index: int,
+    v: _Values,
+    exclude: Sequence[tuple[Any, ...]],
+    hint: str,
+) -> str | None:
+    """A call with its required arguments, positional, that is none of `exclude`.
+
+    Each tuple holds a failed call's required values in order. Written as a tree: at
+    each argument, one of the failed calls' values (then the rest must differ) or a
+    value none of them has (then any rest). A string differs by its name
+    (:meth:`_Rules.string_except`), an enum by its other values; None if an argument
+    cannot be told apart (a number), or the tool has optional arguments only.
+    """
+    params = [p for p in spec.params if p.required]
+    if not params:
+        return None
+    failed = [t for t in exclude if len(t) == len(params)]
+    if not failed:
+        return None
+
+    def general(i: int) -> str:
+        return " ".join(
+            f'", " {v.value(p.schema, f"t{index}-{p.name}")}' for p in params[i:]
+        ).strip()
+
+    def tree(i: int, tuples: list[tuple[Any, ...]]) -> str | None:
+        sep = '", " ' if i else ""
+        if not tuples:
+            return general(i)
+        if i == len(params):
+            return None  # a call that failed
+        taken = list(dict.fromkeys(t[i] for t in tuples))
+        options = []
+        for value in taken:
+            rest = tree(i + 1, [t for t in tuples if t[i] == value])
+            if rest is not None:
+                options.append(f"{sep}{v.lit(value)} {rest}".strip())
+        differ = _other_value(rules, v, params[i].schema, taken)
+        if differ is None:
+            raise _CannotExclude
+        if differ:
+            options.append(f"{sep}{_alt([v.ref, differ])} {general(i + 1)}".strip())
+        if not options:
+            return None
+        return rules.add(f"{hint}-x{i}", " | ".join(options))
+
+    try:
+        args = tree(0, failed)
+    except _CannotExclude:
+        return None
+    if args is None:
+        return None
+    body = f"{gbnf_literal(spec.name + '(')} {args} {gbnf_literal(')')}"
+    return rules.add(hint, body)
+
+
+def _other_value(
+    rules: _Rules, v: _Values, schema: Mapping[str, Any], taken: list[Any]
+) -> str | None:
+    """A value of `schema` none of `taken` ('' if there is none; None if a grammar
+    cannot tell: only enums and names can be told apart)."""
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        rest = [x for x in schema["enum"] if x not in taken]
+        return _alt(v.lit(x) for x in rest) if rest else ""
+    if schema.get("type") == "string" and all(isinstance(x, str) for x in taken):
+        return rules.string_except(taken)
+    return None
+
+
+class _CannotExclude(Exception):
+    """An argument of a failed call that a grammar cannot tell apart from others."""
+
+
 def _without(spec: ToolSpec, compute: str | None, without: str) -> str | None:
     return without if spec.name == compute else None
 
@@ -311,6 +406,7 @@ def plan_grammar(
     avoid: Iterable[str] = (),
     compute: str | None = None,
     compute_without: str = "",
+    exclude: Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
 ) -> str:
     """GBNF for a plan over `tools` (BaseTools or callables), numbered from `first_id`.
 
@@ -334,6 +430,11 @@ def plan_grammar(
             ``"MSFT - AAPL"``, which names what it should compute on).
         compute_without: Characters `compute`'s expressions do not use (``-`` for a
             question that adds up: a small model copies the examples' ``"$1 - $2"``).
+        exclude: Calls a replan may not write again, by tool: the values of each
+            failed call's required arguments, in order (``{"lookup": [("Yangtze",
+            "height_m")]}``). Such a tool is then called with its required arguments,
+            positional; a tool whose failed values cannot be told apart (numbers)
+            keeps its usual call.
 
     Returns:
         The grammar text (root rule ``root``).
@@ -353,7 +454,14 @@ def plan_grammar(
         calls = [
             (
                 s.name == require,
-                _tool_call(rules, s, n, values, _without(s, compute, compute_without)),
+                _tool_call(
+                    rules,
+                    s,
+                    n,
+                    values,
+                    _without(s, compute, compute_without),
+                    (exclude or {}).get(s.name, ()),
+                ),
             )
             for n, s in enumerate(specs)
         ]

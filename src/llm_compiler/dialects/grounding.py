@@ -149,6 +149,38 @@ def _subject(task: TaskRecord) -> str:
     return (match.group(1) or match.group(2) or "" if match else task.text).strip().lower()
 
 
+def failed_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list[tuple[Any, ...]]]:
+    """The calls of earlier rounds that found nothing, by tool: each one's required
+    arguments' values in order (for a replan's grammar, which may not write them again).
+
+    Calls with a reference or a template among those values are left out (the same
+    text may name other results in a new round), and so are skipped ones.
+    """
+    from llm_compiler.dialects.llmcompiler.parser import parse_task_line  # imports this module
+
+    specs = {spec.name: spec for spec in tool_specs(tools)}
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    records = [t for r in context.rounds for t in r.tasks]
+    for record in records:
+        spec = specs.get(record.tool)
+        if spec is None or record.skipped or not found_nothing(record):
+            continue
+        body = re.sub(r"^\s*\d+\.\s*", "", record.text)
+        task = parse_task_line(record.id, body, earlier=[t.id for t in records])
+        if task.error or task.deps:
+            continue
+        required = [p for p in spec.params if p.required]
+        named = {**dict(zip([p.name for p in spec.params], task.args, strict=False)), **task.kwargs}
+        if not required or any(p.name not in named for p in required):
+            continue
+        values = tuple(named[p.name] for p in required)
+        if all(isinstance(v, str | int | float | bool) for v in values):
+            out.setdefault(spec.name, [])
+            if values not in out[spec.name]:
+                out[spec.name].append(values)
+    return out
+
+
 def replan_reason(failed: Sequence[TaskRecord]) -> str:
     """Why to plan again after lookups that found nothing: each call and what it got."""
     shown = "; ".join(
