@@ -203,3 +203,36 @@ def test_the_planner_of_a_replan_gets_the_exclusions():
         grammar,
         f'4. lookup("Yangtze", "length_km")\n5. calculator("$1 - $4")\n6. join()\n{END_OF_PLAN}',
     )
+
+
+async def test_a_run_with_the_select_joiner_makes_no_joiner_call_when_the_answer_is_forced():
+    from llm_compiler import LLMCompilerWorkflow
+    from llm_compiler.testing import ScriptedLLM
+
+    def lookup(name: str) -> float:
+        """The height of a mountain, in metres."""
+        return {"Mont Blanc": 4806.0, "Matterhorn": 4478.0}[name]
+
+    plan = '1. lookup("Mont Blanc")\n2. lookup("Matterhorn")\n3. calculator("$1 - $2")\n4. join()\n'
+    llm = ScriptedLLM([plan + END_OF_PLAN], chat=False)
+    wf = LLMCompilerWorkflow(
+        tools=[lookup, demo_tools.calculator],
+        llm=llm,
+        dialect=LLMCompilerDialect(joiner="select"),
+        constrained=True,
+        timeout=30,
+    )
+    output = await wf.run(user_msg="How much higher is Mont Blanc than the Matterhorn?")
+    assert str(output) == "Mont Blanc: 4806; Matterhorn: 4478; 4806 - 4478 = 328."
+    assert len(llm.calls) == 1  # the plan only
+
+
+def test_an_answer_about_part_of_a_question_says_what_it_could_not_find():
+    ctx = context(
+        "What are the capitals of Egypt and Peru?",
+        T(1, "search", '1. search("Egypt")', EGYPT),
+        T(2, "search", '2. search("Peru")', "No entry for 'Peru'."),
+    )
+    grammar = answer_grammar(ctx)
+    assert accepts(grammar, ' Egypt: capital Cairo. I could not find "Peru".')
+    assert not accepts(grammar, " Egypt: capital Cairo.")

@@ -200,17 +200,49 @@ def units(text: str) -> list[str]:
     return out[:MAX_UNITS] or [text.strip()[:MAX_UNIT_CHARS]]
 
 
+def _looked_for(context: PromptContext, only_named: bool = False) -> list[str]:
+    """What the lookups that found nothing looked for (their first text argument):
+    with `only_named`, only what the question names and no lookup found."""
+    records = [t for r in context.rounds for t in r.tasks]
+    ids = [t.id for t in records]
+    question = f" {_norm(context.question)} "
+    found: set[str] = set()
+    looked: list[str] = []
+    for record in records:
+        if record.skipped:
+            continue
+        task = _parse(record, [i for i in ids if i < record.id])
+        first = next(iter(_strings(list(task.args)) + _strings(list(task.kwargs.values()))), "")
+        first = first.strip()
+        if not first or re.search(r"\$\d", first):
+            continue
+        if not found_nothing(record):
+            title = _TITLE.match(record.observation or "")
+            found |= {f" {_norm(first)} "} | ({f" {_norm(title.group(1))} "} if title else set())
+        elif first not in looked:
+            looked.append(first)
+    if only_named:
+        looked = [
+            s
+            for s in looked
+            if f" {_norm(s)} " in question
+            and not any(f" {_norm(s)} " in f or f in f" {_norm(s)} " for f in found)
+        ]
+    return looked[:3]
+
+
 def not_found_answer(context: PromptContext) -> str:
     """``I could not find X.``: X what the failed lookups looked for."""
-    looked: list[str] = []
-    for record in [t for r in context.rounds for t in r.tasks]:
-        if found_nothing(record) and not record.skipped:
-            ids = [t.id for r in context.rounds for t in r.tasks if t.id < record.id]
-            for s in _strings(list(_parse(record, ids).args))[:1]:
-                if s.strip() and s not in looked and not re.search(r"\$\d", s):
-                    looked.append(s.strip())
-    what = " or ".join(f'"{s}"' for s in looked[:3]) if looked else "the answer"
+    looked = _looked_for(context)
+    what = " or ".join(f'"{s}"' for s in looked) if looked else "the answer"
     return f"I {NOT_FOUND} {what}."
+
+
+def missing_note(context: PromptContext) -> str:
+    """`` I could not find "Peru".`` for what the question names and no lookup found,
+    after an answer about the rest (empty if nothing is missing)."""
+    looked = _looked_for(context, only_named=True)
+    return f" I {NOT_FOUND} " + " or ".join(f'"{s}"' for s in looked) + "." if looked else ""
 
 
 def render(parts: Sequence[Part], picks: Sequence[Sequence[str]] | None = None) -> str:
@@ -228,7 +260,7 @@ def selected_answer(context: PromptContext) -> str | None:
     parts = answer_parts(context)
     if not parts:
         return not_found_answer(context)
-    return render(parts) if all(p.forced for p in parts) else None
+    return render(parts) + missing_note(context) if all(p.forced for p in parts) else None
 
 
 def answer_grammar(context: PromptContext) -> str:
@@ -246,7 +278,8 @@ def answer_grammar(context: PromptContext) -> str:
         more = f'("; " unit{n}){{0,{MAX_PICKS - 1}}}' if MAX_PICKS > 1 else ""
         sequence.append(f"{label} unit{n} {more}".strip())
     body = ' "; " '.join(f"({s})" for s in sequence)
-    return "\n".join([f'root ::= " " {body} "."', *rules]) + "\n"
+    end = gbnf_literal("." + missing_note(context))
+    return "\n".join([f'root ::= " " {body} {end}', *rules]) + "\n"
 
 
 SELECT_INSTRUCTIONS = """\
