@@ -187,8 +187,9 @@ def replan_reason(failed: Sequence[TaskRecord]) -> str:
         f"{t.text.strip()} gave {(t.observation or 'no result')[:160]!r}" for t in failed
     )
     return (
-        f"Nothing was found by: {shown}. Plan these lookups again, with names copied "
-        "exactly from the question (or other names for the same thing)."
+        f"Nothing was found by: {shown}. Plan these lookups again, differently: with "
+        "names copied exactly from the question (or other names for the same thing), "
+        "and the fields or values the errors say exist."
     )
 
 

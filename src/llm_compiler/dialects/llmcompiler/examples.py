@@ -216,8 +216,8 @@ def own_tools_example(
 
 def varied_examples(tools: Sequence[BaseTool], compute: str | None = None) -> str:
     """Plans of different shapes with the run's tools, so a plan is not a copy of one:
-    a tool called on two values in parallel, its result fed to another where the types
-    fit (without the other tools); with a calculator (`compute`) and a tool that
+    a tool called on two values in parallel; one call whose result feeds another tool
+    (where the declared types fit); with a calculator (`compute`) and a tool that
     declares a number, a comparison of two of its results; then one call of a tool the
     others did not show. Empty if no tool can be shown."""
     shown = [(t, s) for t in tools if (s := tool_spec(t)).call_form and s.params]
@@ -238,9 +238,11 @@ def varied_examples(tools: Sequence[BaseTool], compute: str | None = None) -> st
         None,
     )
     first = chain[0] if chain else _ordered(plain)[0]
-    calls: list[tuple[ToolSpec, int, int | None]] = [(first, 0, None), (first, 1, None)]
-    out = _plan(calls + ([(chain[1], 0, 1)] if chain else []), False)
-    used = {first.name} | ({chain[1].name} if chain else set())
+    out = _plan([(first, 0, None), (first, 1, None)], False)
+    used = {first.name}
+    if chain:
+        out += _chain(first, chain[1])
+        used.add(chain[1].name)
     numeric = next(
         (s for t, s in shown if s in plain and _returns(t) in ("number", "integer")), None
     )
@@ -251,6 +253,16 @@ def varied_examples(tools: Sequence[BaseTool], compute: str | None = None) -> st
     if single is not None:
         out += _plan([(single, 0, None)], False)
     return out
+
+
+def _chain(first: ToolSpec, then: ToolSpec) -> str:
+    """One call whose result feeds another tool."""
+    a, b = _call(first, 2), _call(then, 0, 1)
+    assert a is not None and b is not None
+    rest = f" ({_words(b[1])})" if b[1] else ""
+    question = f"{_readable(then.name)}{rest} of the {_readable(first.name)} for {_words(a[1])}"
+    body = f"1. {a[0]}\n2. {b[0]}\n"
+    return f"Question: {question[:1].upper()}{question[1:]}.\n{body}3. join()\n{END_OF_PLAN}\n"
 
 
 def _compare(spec: ToolSpec, calculator: ToolSpec) -> str:
