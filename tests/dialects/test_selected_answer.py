@@ -236,3 +236,20 @@ def test_an_answer_about_part_of_a_question_says_what_it_could_not_find():
     grammar = answer_grammar(ctx)
     assert accepts(grammar, ' Egypt: capital Cairo. I could not find "Peru".')
     assert not accepts(grammar, " Egypt: capital Cairo.")
+
+
+def test_a_replan_cannot_refer_to_a_result_that_failed():
+    dialect = LLMCompilerDialect(demo_tools.PLANNER_EXAMPLES)
+    planner = PlannerContext(
+        prompt=yangtze(),
+        tools=[to_tool(t) for t in demo_tools.TOOLS],
+        round=1,
+        next_id=4,
+        known_ids=frozenset({1, 2, 3}),
+        constrained=True,
+    )
+    grammar = dialect.planner_request(planner).extras["grammar"]
+    lookup = '4. lookup("Yangtze", "length_km")\n'
+    assert not accepts(grammar, f'{lookup}5. calculator("$1 - $2")\n6. join()\n{END_OF_PLAN}')
+    assert not accepts(grammar, f"{lookup}5. calculator($2)\n6. join()\n{END_OF_PLAN}")
+    assert accepts(grammar, f"{lookup}5. calculator($1)\n6. join()\n{END_OF_PLAN}")

@@ -119,11 +119,26 @@ class _Rules:
         lit = self.add("name-lit-except", lits)
         return self.add("name-str-except", _NAME_STR.replace("name-lit", lit))
 
-    def expression(self, without: str = "") -> str:
-        """The rule of an arithmetic expression's string (`without` these characters)."""
+    def expression(self, without: str = "", refs: Sequence[int] | None = None) -> str:
+        """The rule of an arithmetic expression's string (`without` these characters).
+
+        With `refs`, a ``$N`` inside it names one of them (``"$1 - $2"`` on a replan
+        cannot name a task that failed); else ``$`` is free.
+        """
         excluded = "".join(f"\\x{ord(c):02X}" for c in without)
-        self.rules.setdefault("expr-str", _EXPR_STR.replace("A-Z", "A-Z" + excluded))
-        return "expr-str"
+        if refs is None:
+            self.rules.setdefault("expr-str", _EXPR_STR.replace("A-Z", "A-Z" + excluded))
+            return "expr-str"
+        plain = f'[^"\\\\$A-Z{excluded}\\x00-\\x1F\\x7F]'
+        item = f'{plain} | "\\\\" ["\\\\nrt]'
+        if refs:
+            ids = " | ".join(gbnf_literal(str(i)) for i in sorted(set(refs)))
+            after = plain.replace("A-Z", "A-Z0-9")
+            item += f' | "$" ({ids}) {after}'
+            body = f'"\\"" ({item})* ("$" ({ids}))? "\\""'
+        else:
+            body = f'"\\"" ({item})* "\\""'
+        return self.add(f"expr-str-{len(refs)}", body)
 
     def add(self, hint: str, body: str) -> str:
         if body in self._names:
@@ -282,7 +297,7 @@ def _tool_call(
     if spec.call_form:
         v = values["py"]
         typed = [
-            _alt([v.ref, rules.expression(compute)])
+            _alt([v.ref, rules.expression(compute, v.ref_ids)])
             if compute is not None and p.schema.get("type") == "string"
             else v.value(p.schema, f"t{index}-{p.name}")
             for p in spec.params

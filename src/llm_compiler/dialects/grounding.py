@@ -181,6 +181,12 @@ def failed_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list
     return out
 
 
+def unusable_ids(context: PromptContext) -> set[int]:
+    """Earlier rounds' tasks that found nothing: a replan's ``$N`` cannot name them (a
+    copied ``calculator("$1 - $2")`` would be skipped again for its failed input)."""
+    return {t.id for r in context.rounds for t in r.tasks if found_nothing(t)}
+
+
 def replan_reason(failed: Sequence[TaskRecord]) -> str:
     """Why to plan again after lookups that found nothing: each call and what it got."""
     shown = "; ".join(

@@ -23,6 +23,7 @@ from llm_compiler.dialects.grounding import (
     plan_names,
     required_tool,
     text_tools,
+    unusable_ids,
 )
 from llm_compiler.dialects.json_joiner import JsonJoinerInput, parse_json_decision
 from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
@@ -89,12 +90,14 @@ class LLMCompilerDialect:
         earlier rounds found (:func:`~llm_compiler.dialects.grounding.plan_names`), and
         a question that compares quantities calls the calculator before ``join()``
         (:func:`~llm_compiler.dialects.grounding.required_tool`); a replan cannot write
-        again a call that found nothing (:func:`~llm_compiler.dialects.grounding.failed_calls`).
+        again a call that found nothing (:func:`~llm_compiler.dialects.grounding.failed_calls`)
+        nor refer to its result (:func:`~llm_compiler.dialects.grounding.unusable_ids`).
         """
         inputs = PlannerInput(context, self.planner_examples, self.constrained_examples)
         extras: dict[str, Any] = {}
         if context.constrained:
-            known = context.known_ids  # earlier tasks, never join lines
+            # Earlier tasks (never join lines) that found something.
+            known = context.known_ids - unusable_ids(context.prompt)
             extras["grammar"] = plan_grammar(
                 context.tools,
                 first_id=context.next_id,
