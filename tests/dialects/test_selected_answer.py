@@ -30,6 +30,10 @@ from gbnf_check import accepts  # noqa: E402
 T = TaskRecord
 EGYPT = "Egypt: Country in North Africa. Capital: Cairo. Population: about 105 million."
 NIGERIA = "Nigeria: Country in West Africa. Capital: Abuja. Population: about 223 million."
+KILIMANJARO = (
+    "Mount Kilimanjaro: Mountain in the Eastern Rift mountains, in Tanzania. "
+    "Height: 5,895 m above sea level. Highest mountain in Africa."
+)
 
 
 def context(question: str, *tasks: TaskRecord, tools: list = demo_tools.TOOLS) -> PromptContext:
@@ -59,19 +63,32 @@ def test_a_comparison_is_rendered_with_its_operands_and_needs_no_choice():
     assert answer == "Mont Blanc (height m): 4806; Matterhorn (height m): 4478; 4806 - 4478 = 328."
 
 
-def test_the_model_only_picks_which_sentence_of_each_result_to_quote():
-    ctx = capitals()
+def test_the_sentence_that_fits_the_question_is_quoted_without_a_choice():
+    assert selected_answer(capitals()) == "Egypt: capital Cairo; Nigeria: capital Abuja."
+    tall = context(
+        "How tall is Mount Kilimanjaro?",
+        T(1, "search", '1. search("Mount Kilimanjaro")', KILIMANJARO),
+    )
+    assert selected_answer(tall) == "Mount Kilimanjaro: height 5,895 m above sea level."
+
+
+def test_the_model_picks_among_the_sentences_that_fit_equally_well():
+    ctx = context(
+        "Tell me about Egypt and Nigeria.",
+        T(1, "search", '1. search("Egypt")', EGYPT),
+        T(2, "search", '2. search("Nigeria")', NIGERIA),
+    )
     assert selected_answer(ctx) is None  # a choice is left
     grammar = answer_grammar(ctx)
-    assert accepts(grammar, " Egypt: capital Cairo; Nigeria: capital Abuja.")
+    assert accepts(grammar, " capital Cairo (Egypt); capital Abuja (Nigeria).")
     assert accepts(
-        grammar, " Egypt: capital Cairo; population about 105 million; Nigeria: capital Abuja."
+        grammar, " capital Cairo; population about 105 million (Egypt); capital Abuja (Nigeria)."
     )
     for wrong in (
-        " Egypt: capital Abuja; Nigeria: capital Cairo.",  # a sentence of the other result
+        " capital Abuja (Egypt); capital Cairo (Nigeria).",  # a sentence of the other result
         " Egypt is the capital of Nigeria.",
-        " Egypt: capital Cairo.",  # every result that answers is shown
-        " Nigeria: capital Abuja; Egypt: capital Cairo.",
+        " capital Cairo (Egypt).",  # every result that answers is shown
+        " capital Abuja (Nigeria); capital Cairo (Egypt).",
     ):
         assert not accepts(grammar, wrong), wrong
 
@@ -130,8 +147,9 @@ def test_the_select_joiner_answers_without_a_call_when_nothing_is_left_to_choose
     assert isinstance(dialect, ForcedJoin)
     decision = dialect.forced_decision(comparison())
     assert decision is not None and decision.action == "finish" and "= 328" in decision.content
-    assert dialect.forced_decision(capitals()) is None
-    request = dialect.joiner_request(capitals())
+    open_question = context("Tell me about Egypt.", T(1, "search", '1. search("Egypt")', EGYPT))
+    assert dialect.forced_decision(open_question) is None
+    request = dialect.joiner_request(open_question)
     assert request.prompt is not None and request.prompt.endswith("Answer:")
     assert "unit0" in request.extras["grammar"]
     assert parse_selected(" Egypt: capital Cairo; Nigeria: capital Abuja.").content.startswith(
@@ -253,3 +271,20 @@ def test_a_replan_cannot_refer_to_a_result_that_failed():
     assert not accepts(grammar, f'{lookup}5. calculator("$1 - $2")\n6. join()\n{END_OF_PLAN}')
     assert not accepts(grammar, f"{lookup}5. calculator($2)\n6. join()\n{END_OF_PLAN}")
     assert accepts(grammar, f"{lookup}5. calculator($1)\n6. join()\n{END_OF_PLAN}")
+
+
+def test_varied_examples_show_several_shapes_with_the_runs_tools():
+    from llm_compiler.dialects.llmcompiler.examples import varied_examples
+
+    tools = [to_tool(t) for t in stocks.TOOLS]
+    text = varied_examples(tools, "calculator")
+    plans = [p for p in text.split("Question: ") if p]
+    assert len(plans) == 4
+    parallel, chain, compare, single = plans
+    assert (
+        "1. stock_price(" in parallel and "2. stock_price(" in parallel and "3. join()" in parallel
+    )
+    assert "2. convert_currency(amount=$1" in chain and "3. join()" in chain
+    assert '3. calculator(expression="$1 - $2")' in compare
+    assert single.count("(") == 2 and "company_profile(name=" in single  # the tool's words
+    assert "Ada Lovelace" not in text  # a company, not a person, for company_profile(name)

@@ -278,6 +278,11 @@ def excluded_operators(question: str) -> str:
     return "-" if sums else "+"
 
 
+def asks_quantity(question: str) -> bool:
+    """Whether a question's answer is a quantity (how tall, when, population ...)."""
+    return bool(_QUANTITY.search(question))
+
+
 def compares(question: str) -> bool:
     """Whether a question compares or combines quantities (how much longer, total ...)."""
     return bool(_COMPARES.search(question))

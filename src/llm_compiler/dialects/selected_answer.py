@@ -9,13 +9,14 @@ grounded by construction: every name and number in it is an observation's or a
 computation's. ::
 
     Mont Blanc (height m): 4806; Matterhorn (height m): 4478; 4806 - 4478 = 328.
-    Egypt: capital Cairo; Nigeria: capital Abuja.
+    capital Cairo (Egypt); capital Abuja (Nigeria).
 
 Which results an answer shows (:func:`answer_parts`): the *final* results (a task no
 successful task used) about something the question names (one of the call's text
 arguments, or of the tasks it used, is in the question), each after the results it used
-(a calculation after its operands). A text observation is split into sentences, the
-model picks one or two; a number is shown whole. When no result answers, the answer is
+(a calculation after its operands). A text observation is split into sentences (those
+that share most words with the question first), the model picks one or two of those that fit the question best (see :func:`_ranked`); a
+number is shown whole. When no result answers, the answer is
 "I could not find" and what was looked for.
 """
 
@@ -29,7 +30,7 @@ from typing import Any
 
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest
 from llm_compiler.dialects.grammar import NOT_FOUND, gbnf_literal
-from llm_compiler.dialects.grounding import compute_tool, found_nothing
+from llm_compiler.dialects.grounding import asks_quantity, compute_tool, found_nothing
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
 
 #: Most sentences an observation offers, most characters of one, and most a part quotes.
@@ -144,7 +145,7 @@ def answer_parts(context: PromptContext) -> list[Part]:
     calculator = compute_tool(context.tools)
     parts, seen = [], set()
     for i in sorted(shown):
-        part = _part(ok[i], results, calculator)
+        part = _ranked(_part(ok[i], results, calculator), context.question)
         key = (part.label, part.units)
         if key not in seen:
             seen.add(key)
@@ -174,6 +175,25 @@ def _part(task: _Task, results: dict[int, str], calculator: str | None) -> Part:
     if title:
         label, observation = title.group(1).strip(), title.group(2)
     return Part(record.id, f"{label}: ", tuple(units(observation)))
+
+
+def _ranked(part: Part, question: str) -> Part:
+    """`part` with only the sentences that fit the question best: those that share
+    most words with it (first five letters: ``capitals``/``Capital``), and, for a
+    question that asks a quantity, hold a number. The model picks among them; a
+    single best one is forced."""
+    wanted = _stems(question) - _stems(part.label)  # not the subject's own words
+    quantity = bool(asks_quantity(question))
+
+    def score(unit: str) -> int:
+        return 2 * len(wanted & _stems(unit)) + (quantity and bool(re.search(r"\d", unit)))
+
+    best = max(score(u) for u in part.units)
+    return Part(part.task_id, part.label, tuple(u for u in part.units if score(u) == best))
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:5] for w in _norm(text).split() if len(w) > 2 and w not in _FILLER}
 
 
 def _show(value: Any) -> str:
@@ -246,11 +266,17 @@ def missing_note(context: PromptContext) -> str:
 
 
 def render(parts: Sequence[Part], picks: Sequence[Sequence[str]] | None = None) -> str:
-    """The answer: each part's label and its picked units (default: the first)."""
+    """The answer: each part's label and its picked units (default: the first); a
+    part with a choice as ``capital Cairo (Egypt)``: the model picks right after the
+    question, not after the name, which its observation follows with its first
+    sentence."""
     shown = []
     for n, part in enumerate(parts):
         chosen = picks[n] if picks is not None else part.units[:1]
-        shown.append(part.label + "; ".join(chosen))
+        if part.forced:
+            shown.append(part.label + "; ".join(chosen))
+        else:
+            shown.append("; ".join(chosen) + f" ({part.label.rstrip(': ')})")
     return "; ".join(shown) + "."
 
 
@@ -276,7 +302,8 @@ def answer_grammar(context: PromptContext) -> str:
             continue
         rules.append(f"unit{n} ::= " + " | ".join(gbnf_literal(u) for u in part.units))
         more = f'("; " unit{n}){{0,{MAX_PICKS - 1}}}' if MAX_PICKS > 1 else ""
-        sequence.append(f"{label} unit{n} {more}".strip())
+        name = gbnf_literal(f" ({part.label.rstrip(': ')})")
+        sequence.append(f"unit{n} {more} {name}".replace("  ", " "))
     body = ' "; " '.join(f"({s})" for s in sequence)
     end = gbnf_literal("." + missing_note(context))
     return "\n".join([f'root ::= " " {body} {end}', *rules]) + "\n"
