@@ -14,10 +14,10 @@ computation's. ::
 Which results an answer shows (:func:`answer_parts`): the *final* results (a task no
 successful task used) about something the question names (one of the call's text
 arguments, or of the tasks it used, is in the question), each after the results it used
-(a calculation after its operands). A text observation is split into sentences (those
-that share most words with the question first), the model picks one or two of those that fit the question best (see :func:`_ranked`); a
-number is shown whole. When no result answers, the answer is
-"I could not find" and what was looked for.
+(a calculation after its operands). A text observation is split into sentences, of which
+the answer quotes those that fit the question best (:func:`_ranked`): one is forced, and
+among several the model picks one or two. A number is shown whole. When no result
+answers, the answer is "I could not find" and what was looked for.
 """
 
 from __future__ import annotations
