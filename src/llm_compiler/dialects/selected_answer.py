@@ -9,7 +9,7 @@ grounded by construction: every name and number in it is an observation's or a
 computation's. ::
 
     Mont Blanc (height m): 4806; Matterhorn (height m): 4478; 4806 - 4478 = 328.
-    capital Cairo (Egypt); capital Abuja (Nigeria).
+    Egypt: capital Cairo; Nigeria: capital Abuja.
 
 Which results an answer shows (:func:`answer_parts`): the *final* results (a task no
 successful task used) about something the question names (one of the call's text
@@ -180,8 +180,8 @@ def _part(task: _Task, results: dict[int, str], calculator: str | None) -> Part:
 def _ranked(part: Part, question: str) -> Part:
     """`part` with only the sentences that fit the question best: those that share
     most words with it (first five letters: ``capitals``/``Capital``), and, for a
-    question that asks a quantity, hold a number. The model picks among them; a
-    single best one is forced."""
+    question that asks a quantity, hold a number; the shortest first. The model picks
+    among them; a single best one is forced."""
     wanted = _stems(question) - _stems(part.label)  # not the subject's own words
     quantity = bool(asks_quantity(question))
 
@@ -189,7 +189,8 @@ def _ranked(part: Part, question: str) -> Part:
         return 2 * len(wanted & _stems(unit)) + (quantity and bool(re.search(r"\d", unit)))
 
     best = max(score(u) for u in part.units)
-    return Part(part.task_id, part.label, tuple(u for u in part.units if score(u) == best))
+    tied = sorted((u for u in part.units if score(u) == best), key=lambda u: len(u.split()))
+    return Part(part.task_id, part.label, tuple(tied))  # the shortest first
 
 
 def _stems(text: str) -> set[str]:
