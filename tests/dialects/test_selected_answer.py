@@ -271,6 +271,10 @@ def test_a_replan_cannot_refer_to_a_result_that_failed():
     assert not accepts(grammar, f'{lookup}5. calculator("$1 - $2")\n6. join()\n{END_OF_PLAN}')
     assert not accepts(grammar, f"{lookup}5. calculator($2)\n6. join()\n{END_OF_PLAN}")
     assert accepts(grammar, f"{lookup}5. calculator($1)\n6. join()\n{END_OF_PLAN}")
+    assert accepts(grammar, f'{lookup}5. calculator("$4 - $1")\n6. join()\n{END_OF_PLAN}')
+    assert accepts(grammar, f'{lookup}5. calculator("($1 - $4) / 2")\n6. join()\n{END_OF_PLAN}')
+    assert not accepts(grammar, f'{lookup}5. calculator("$1 - $1")\n6. join()\n{END_OF_PLAN}')
+    assert not accepts(grammar, f'{lookup}5. calculator("$14 - $1")\n6. join()\n{END_OF_PLAN}')
 
 
 def test_varied_examples_show_several_shapes_with_the_runs_tools():

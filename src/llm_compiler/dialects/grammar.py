@@ -123,21 +123,27 @@ class _Rules:
         """The rule of an arithmetic expression's string (`without` these characters).
 
         With `refs`, a ``$N`` inside it names one of them (``"$1 - $2"`` on a replan
-        cannot name a task that failed); else ``$`` is free.
+        cannot name a task that failed), and not one named before in it; else ``$`` is
+        free.
         """
         excluded = "".join(f"\\x{ord(c):02X}" for c in without)
         if refs is None:
             self.rules.setdefault("expr-str", _EXPR_STR.replace("A-Z", "A-Z" + excluded))
             return "expr-str"
         plain = f'[^"\\\\$A-Z{excluded}\\x00-\\x1F\\x7F]'
-        item = f'{plain} | "\\\\" ["\\\\nrt]'
-        if refs:
-            ids = " | ".join(gbnf_literal(str(i)) for i in sorted(set(refs)))
-            after = plain.replace("A-Z", "A-Z0-9")
-            item += f' | "$" ({ids}) {after}'
-            body = f'"\\"" ({item})* ("$" ({ids}))? "\\""'
-        else:
-            body = f'"\\"" ({item})* "\\""'
+        item = f'({plain} | "\\\\" ["\\\\nrt])*'
+        after = plain.replace("A-Z", "A-Z0-9")  # no digit after $N: "$12" is not "$1"
+        ids = sorted(set(refs))
+        if not ids:
+            return self.add("expr-str-0", f'"\\"" {item} "\\""')
+        firsts = []
+        for i in ids:  # after "$i", later references name other tasks ("$1 - $1" is 0)
+            others = [gbnf_literal(str(j)) for j in ids if j != i]
+            rest = f"expr-rest-{i}-of-" + "-".join(map(str, ids))  # names itself: unique
+            more = f' ("$" ({" | ".join(others)}) ({after} {rest})?)?' if others else ""
+            rest = self.add(rest, f"{item}{more}")
+            firsts.append(f'"{i}" ({after} {rest})?')
+        body = f'"\\"" {item} ("$" ({" | ".join(firsts)}))? "\\""'
         return self.add(f"expr-str-{len(refs)}", body)
 
     def add(self, hint: str, body: str) -> str:
