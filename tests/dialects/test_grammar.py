@@ -509,9 +509,10 @@ def test_llama_cpp_reads_replan_exclusions_expression_references_and_selected_an
         assert llama_grammars.accepts(plan, text) is ok
     egypt = "Egypt: Country in North Africa. Capital: Cairo. Population: about 105 million."
     tasks = [TaskRecord(1, "search", '1. search("Egypt")', egypt)]
-    context = PromptContext("What is the capital of Egypt?", rounds=[RoundRecord(tasks=tasks)])
-    answer = answer_grammar(context)
+    context = PromptContext("Tell me about Egypt.", rounds=[RoundRecord(tasks=tasks)])
+    answer = answer_grammar(context)  # a choice of sentences
     assert llama_grammars.accepts(answer, " capital Cairo (Egypt).")
+    assert llama_grammars.accepts(answer, " capital Cairo; Country in North Africa (Egypt).")
     assert not llama_grammars.accepts(answer, " capital Abuja (Egypt).")
 
 
