@@ -292,3 +292,8 @@ def test_varied_examples_show_several_shapes_with_the_runs_tools():
     assert '3. calculator(expression="$1 - $2")' in compare
     assert single.count("(") == 2 and "company_profile(name=" in single  # the tool's words
     assert "Ada Lovelace" not in text  # a company, not a person, for company_profile(name)
+
+
+def test_a_call_of_one_argument_that_failed_may_be_planned_again():
+    ctx = context("What is the capital of Peru?", T(1, "search", '1. search("Peru")', "No entry."))
+    assert failed_calls(ctx, demo_tools.TOOLS) == {}

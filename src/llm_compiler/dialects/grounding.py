@@ -154,7 +154,9 @@ def failed_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list
     arguments' values in order (for a replan's grammar, which may not write them again).
 
     Calls with a reference or a template among those values are left out (the same
-    text may name other results in a new round), and so are skipped ones.
+    text may name other results in a new round), and so are skipped ones and calls of
+    one argument: ``search("Peru")`` excluded left the 270M model only text no name
+    starts, and it wrote a query of 500 zeros.
     """
     from llm_compiler.dialects.llmcompiler.parser import parse_task_line  # imports this module
 
@@ -174,7 +176,7 @@ def failed_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list
         if not required or any(p.name not in named for p in required):
             continue
         values = tuple(named[p.name] for p in required)
-        if all(isinstance(v, str | int | float | bool) for v in values):
+        if len(values) > 1 and all(isinstance(v, str | int | float | bool) for v in values):
             out.setdefault(spec.name, [])
             if values not in out[spec.name]:
                 out[spec.name].append(values)
