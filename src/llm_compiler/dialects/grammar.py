@@ -61,6 +61,9 @@ _NAME_STR = (
 #: An arithmetic expression's string: no capital letter (``"MSFT - AAPL"`` names, it does
 #: not compute; functions such as ``sqrt`` and references ``$1`` stay).
 _EXPR_STR = r'"\"" ([^"\\A-Z\x00-\x1F\x7F] | "\\" ["\\nrt])* "\""'
+#: Most characters between the references of an expression (a model denied the
+#: references it copies may otherwise write digits until its token budget ends).
+MAX_EXPRESSION_RUN = 40
 _RESERVED = ("root", "str", "str-char", "int", "num", "thought", "name-str", "name-lit", "expr-str")
 _DIALECTS = {
     # true/false/null words, and how a reference to task N is written.
@@ -131,7 +134,7 @@ class _Rules:
             self.rules.setdefault("expr-str", _EXPR_STR.replace("A-Z", "A-Z" + excluded))
             return "expr-str"
         plain = f'[^"\\\\$A-Z{excluded}\\x00-\\x1F\\x7F]'
-        item = f'({plain} | "\\\\" ["\\\\nrt])*'
+        item = f'({plain} | "\\\\" ["\\\\nrt]){{0,{MAX_EXPRESSION_RUN}}}'
         after = plain.replace("A-Z", "A-Z0-9")  # no digit after $N: "$12" is not "$1"
         ids = sorted(set(refs))
         if not ids:
