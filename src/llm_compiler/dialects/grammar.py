@@ -63,7 +63,7 @@ _NAME_STR = (
 _EXPR_STR = r'"\"" ([^"\\A-Z\x00-\x1F\x7F] | "\\" ["\\nrt])* "\""'
 #: Most characters between the references of an expression (a model denied the
 #: references it copies may otherwise write digits until its token budget ends).
-MAX_EXPRESSION_RUN = 40
+MAX_EXPRESSION_RUN = 60
 _RESERVED = ("root", "str", "str-char", "int", "num", "thought", "name-str", "name-lit", "expr-str")
 _DIALECTS = {
     # true/false/null words, and how a reference to task N is written.
