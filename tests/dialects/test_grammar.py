@@ -497,12 +497,15 @@ def test_llama_cpp_reads_replan_exclusions_expression_references_and_selected_an
         names=["Yangtze", "Amazon"],
         compute="calculator",
         exclude={"lookup": [("Yangtze", "height_m")]},
+        compute_numbers=["6400.0", "6400"],
     )
     lookup = '4. lookup("Yangtze", "length_km")\n'
     for text, ok in (
         (f'{lookup}5. calculator("$1 - $4")\n6. join()\n<END_OF_PLAN>', True),
         (f'{lookup}5. calculator("$1 - $2")\n6. join()\n<END_OF_PLAN>', False),
         (f'{lookup}5. calculator("$1 - $1")\n6. join()\n<END_OF_PLAN>', False),
+        (f'{lookup}5. calculator("6400 - $4")\n6. join()\n<END_OF_PLAN>', True),
+        (f'{lookup}5. calculator("8849 - $4")\n6. join()\n<END_OF_PLAN>', False),
         ('4. lookup("Yangtze", "height_m")\n5. join()\n<END_OF_PLAN>', False),
     ):
         assert accepts(plan, text) is ok

@@ -297,3 +297,31 @@ def test_varied_examples_show_several_shapes_with_the_runs_tools():
 def test_a_call_of_one_argument_that_failed_may_be_planned_again():
     ctx = context("What is the capital of Peru?", T(1, "search", '1. search("Peru")', "No entry."))
     assert failed_calls(ctx, demo_tools.TOOLS) == {}
+
+
+def test_a_calculation_writes_only_numbers_of_the_question_and_of_findings():
+    from llm_compiler.dialects.grounding import expression_numbers
+
+    question = PromptContext("How much more does a share of MSFT cost than a share of AAPL?")
+    grammar = plan_grammar(
+        stocks.TOOLS, compute="calculator", compute_numbers=expression_numbers(question)
+    )
+    plan = '1. stock_price("MSFT")\n2. stock_price("AAPL")\n3. calculator("{}")\n4. join()\n'
+    assert accepts(grammar, plan.format("$1 - $2") + END_OF_PLAN)
+    assert accepts(grammar, plan.format("($1 - $2) / 2") + END_OF_PLAN)
+    assert not accepts(grammar, plan.format("(8849 - 8611) / 2") + END_OF_PLAN)
+    found = context(
+        question.question,
+        T(1, "stock_price", '1. stock_price("MSFT")', "512.0"),
+        T(2, "stock_price", '2. stock_price("AAPL")', "229.5"),
+        tools=stocks.TOOLS,
+    )
+    replan = plan_grammar(
+        stocks.TOOLS,
+        first_id=3,
+        known_ids=[1, 2],
+        compute="calculator",
+        compute_numbers=expression_numbers(found),
+    )
+    assert accepts(replan, f'3. calculator("512.0 - 229.5")\n4. join()\n{END_OF_PLAN}')
+    assert not accepts(replan, f'3. calculator("512.0 - 229")\n4. join()\n{END_OF_PLAN}')

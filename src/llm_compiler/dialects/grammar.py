@@ -64,6 +64,8 @@ _EXPR_STR = r'"\"" ([^"\\A-Z\x00-\x1F\x7F] | "\\" ["\\nrt])* "\""'
 #: Most characters between the references of an expression (a model denied the
 #: references it copies may otherwise write digits until its token budget ends).
 MAX_EXPRESSION_RUN = 60
+#: Numbers an expression may always write (``"($1 - $2) / 2"``, ``"$1 * 100"``).
+SMALL_NUMBERS = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "100", "1000")
 _RESERVED = ("root", "str", "str-char", "int", "num", "thought", "name-str", "name-lit", "expr-str")
 _DIALECTS = {
     # true/false/null words, and how a reference to task N is written.
@@ -103,6 +105,7 @@ class _Rules:
         self._names: dict[str, str] = {}
         self.string = "str"
         self._name_list = list(names)
+        self.expression_numbers: Sequence[str] | None = None
         if names:
             self.string = "name-str"
             self.rules["name-str"] = _NAME_STR
@@ -136,6 +139,11 @@ class _Rules:
         plain = f'[^"\\\\$A-Z{excluded}\\x00-\\x1F\\x7F]'
         item = f'({plain} | "\\\\" ["\\\\nrt]){{0,{MAX_EXPRESSION_RUN}}}'
         after = plain.replace("A-Z", "A-Z0-9")  # no digit after $N: "$12" is not "$1"
+        if self.expression_numbers is not None:  # each number whole, one of them
+            forms = [*dict.fromkeys([*self.expression_numbers, *SMALL_NUMBERS])]
+            number = self.add("expr-num", " | ".join(gbnf_literal(n) for n in forms))
+            unit = f'({after} | "\\\\" ["\\\\nrt] | {number} {after})'
+            item = f"{unit}{{0,{MAX_EXPRESSION_RUN}}} {number}?"
         ids = sorted(set(refs))
         if not ids:
             return self.add("expr-str-0", f'"\\"" {item} "\\""')
@@ -431,6 +439,7 @@ def plan_grammar(
     compute: str | None = None,
     compute_without: str = "",
     exclude: Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
+    compute_numbers: Sequence[str] | None = None,
 ) -> str:
     """GBNF for a plan over `tools` (BaseTools or callables), numbered from `first_id`.
 
@@ -459,6 +468,11 @@ def plan_grammar(
             "height_m")]}``). Such a tool is then called with its required arguments,
             positional; a tool whose failed values cannot be told apart (numbers)
             keeps its usual call.
+        compute_numbers: If given, the numbers `compute`'s expressions may write (each
+            whole), besides ``SMALL_NUMBERS`` and references: those of the question and
+            of what earlier rounds found. A small model otherwise copies the
+            calculator's docstring example (``"(8849 - 8611) / 2"``) into a plan about
+            share prices.
 
     Returns:
         The grammar text (root rule ``root``).
@@ -469,6 +483,7 @@ def plan_grammar(
     if max_tasks < 1 or first_id < 1:
         raise ValueError("max_tasks and first_id must be at least 1.")
     rules, known, avoid = _Rules(names), sorted(set(known_ids)), set(avoid)
+    rules.expression_numbers = compute_numbers
     thought = "thought? " if allow_thoughts else ""
     lines: list[tuple[int, str, str, str]] = []  # id, any call, the required tool's, others'
     for k in range(max_tasks):

@@ -183,6 +183,13 @@ def failed_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list
     return out
 
 
+def expression_numbers(context: PromptContext) -> list[str]:
+    """The numbers a plan's calculation may write: the question's and those earlier
+    rounds found (as written, plain: ``4806.0``, ``4806``)."""
+    texts = [context.question, *observation_texts(context.rounds)]
+    return [n for n in number_forms(texts) if "," not in n]
+
+
 def unusable_ids(context: PromptContext) -> set[int]:
     """Earlier rounds' tasks that found nothing: a replan's ``$N`` cannot name them (a
     copied ``calculator("$1 - $2")`` would be skipped again for its failed input)."""

@@ -19,6 +19,7 @@ from llm_compiler.dialects.grammar import plan_grammar
 from llm_compiler.dialects.grounding import (
     compute_tool,
     excluded_operators,
+    expression_numbers,
     failed_calls,
     plan_names,
     required_tool,
@@ -109,6 +110,7 @@ class LLMCompilerDialect:
                 require=(need := required_tool(context.prompt, context.tools)),
                 avoid=text_tools(context.tools) if need else (),
                 exclude=failed_calls(context.prompt, context.tools),
+                compute_numbers=expression_numbers(context.prompt),
             )
         if context.prompt.chat:
             return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP, extras=extras)
