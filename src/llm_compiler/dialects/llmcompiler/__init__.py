@@ -74,11 +74,11 @@ class LLMCompilerDialect:
 
     planner_examples: str | None = None
     joiner_examples: str | None = None
-    constrained_examples: ExampleSource = "mixed"
+    constrained_examples: ExampleSource = "varied"
     name: str = "llmcompiler"
     grammar_max_tasks: int = 8
     shared_prefix: bool = False
-    joiner: JoinerFormat = "text"
+    joiner: JoinerFormat = "select"
 
     def planner_request(self, context: PlannerContext) -> LLMRequest:
         """Messages for chat models, one few-shot prompt for completion models.

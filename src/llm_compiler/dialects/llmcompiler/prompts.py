@@ -98,7 +98,7 @@ class PlannerInput:
 
     context: PlannerContext
     examples: str | None = None
-    constrained_examples: ExampleSource = "mixed"
+    constrained_examples: ExampleSource = "varied"
 
     def system(self) -> str:
         """The instructions, the tool list and the examples."""
