@@ -396,7 +396,7 @@ def parse_selected(text: str) -> JoinerDecision:
     model without the grammar, is read as such)."""
     from llm_compiler.dialects.thought_action import parse_joiner_output
 
-    if re.search(r"(?im)^\s*action\s*:", text):
+    if re.search(r"(?i)\b(?:action|thought)\s*:", text):
         return parse_joiner_output(text)
     answer = text.strip().removeprefix("Answer:").strip()
     return JoinerDecision("finish", answer)
