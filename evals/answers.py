@@ -10,7 +10,8 @@ accents and punctuation ignored) and every expected number (commas and
 answer, when it says it could not find the answer. Other answers count as "could not
 find" when they say so, else wrong. Questions marked held out were not looked at while
 the prompts, examples and grammars were tuned; they are reported apart, by batch (batch
-1 was read after its runs, before later changes; batch 2 was written after that). Each
+1 was read after its runs, before later changes; batch 2 was written after that, batch 3
+after batch 2 had been read). Each
 question can be asked of the Thought/Action joiner, the JSON joiner or both. Each question's
 first task (seconds from ``run()`` to the first tool call) and answer are timed, the
 questions one after another on one warm model, each asked once the model has read the
@@ -59,7 +60,8 @@ class Question:
     held_out: bool = False
     batch: int = 1
     """Held-out questions of batch 2 were written after batch 1's answers had been read
-    and the engine changed; they were run for the first time to be reported."""
+    and the engine changed; they were run for the first time to be reported. Batch 3
+    likewise after batch 2."""
 
 
 def _q(text: str, expect: tuple[str | float, ...], kind: Kind, **kw: Any) -> Question:
@@ -137,6 +139,36 @@ QUESTIONS = (
        batch=2),
     _q("How many employees does NVIDIA have?", (36_000,), "fact", tools="stocks",
        held_out=True, batch=2),
+    # Held out, batch 3: written after batch 2 had been read, before the changes that
+    # followed it; run once, with the final code.
+    _q("What is the population of Brazil?", (203_000_000,), "fact", held_out=True, batch=3),
+    _q("How long is the Thames?", (346,), "fact", held_out=True, batch=3),
+    _q("When was William Shakespeare born and when did he die?", (1564, 1616), "facts",
+       held_out=True, batch=3),
+    _q("What are the capitals of Germany and India?", ("Berlin", "New Delhi"), "facts",
+       held_out=True, batch=3),
+    _q("How much longer is the Seine than the Thames, in km?", (431,), "compare",
+       held_out=True, batch=3),
+    _q("How much taller is Denali than Mount Kilimanjaro?", (295,), "compare", held_out=True,
+       batch=3),
+    _q("What is the combined population of France and Germany?", (152_900_000,), "compare",
+       held_out=True, batch=3),
+    _q("How many years after William Shakespeare was Charles Darwin born?", (245,), "compare",
+       held_out=True, batch=3),
+    _q("What is the capital of Kenya?", (), "missing", held_out=True, batch=3),
+    _q("How tall is Mount Elbrus?", (), "missing", held_out=True, batch=3),
+    _q("Who is the CEO of NVIDIA?", ("Jensen Huang",), "fact", tools="stocks", held_out=True,
+       batch=3),
+    _q("What is the price of TSLA stock in pounds?", (250.64,), "fact", tools="stocks",
+       held_out=True, batch=3),
+    _q("When was Apple founded and how many employees does it have?", (1976, 164_000), "facts",
+       tools="stocks", held_out=True, batch=3),
+    _q("How much more does a share of MSFT cost than a share of GOOGL?", (310.6,), "compare",
+       tools="stocks", held_out=True, batch=3),
+    _q("How many more employees does Microsoft have than Apple?", (64_000,), "compare",
+       tools="stocks", held_out=True, batch=3),
+    _q("Who is the CEO of Wayne Enterprises?", (), "missing", tools="stocks", held_out=True,
+       batch=3),
 )  # fmt: skip
 
 _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
@@ -347,6 +379,7 @@ def groups(outcomes: Sequence[AnswerOutcome]) -> list[tuple[str, list[AnswerOutc
             (False, 1, "tuned"),
             (True, 1, "held out"),
             (True, 2, "held out 2"),
+            (True, 3, "held out 3"),
         ):
             for tools in ("demo", "stocks"):
                 group = [o for o in mine if (o.held_out, o.batch, o.tools) == (held, batch, tools)]
@@ -385,10 +418,13 @@ def markdown(outcomes: Sequence[AnswerOutcome], model: str, date: str) -> str:
 
 
 def in_set(q: Question, name: str) -> bool:
-    """Whether `q` is in the set `name`: all, tuned, held-out (either batch), held-out-2."""
+    """Whether `q` is in the set `name`: all, tuned, held-out (any batch), held-out-N
+    (batch N), seen (tuned and the held-out batches 1-2, read before batch 3)."""
     if name in ("all", "held-out" if q.held_out else "tuned"):
         return True
-    return name == "held-out-2" and q.held_out and q.batch == 2
+    if name == "seen":
+        return q.batch < 3
+    return q.held_out and name == f"held-out-{q.batch}"
 
 
 def select(args: argparse.Namespace) -> list[Question]:
@@ -410,9 +446,11 @@ async def main_async(args: argparse.Namespace) -> int:
     resolved = resolve_llm()
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     questions = select(args)
-    options = {} if args.shared_prefix else {"shared_prefix": False}
+    options: dict[str, Any] = {} if args.shared_prefix else {"shared_prefix": False}
     async with resolved as llm:
-        joiners = ("text", "json") if args.joiner == "both" else (args.joiner,)
+        joiners = tuple(("text,json" if args.joiner == "both" else args.joiner).split(","))
+        if args.examples:
+            options["constrained_examples"] = args.examples
         outcomes = await run_answers(llm, questions, args.timeout, joiners, **options)
     table = markdown(outcomes, resolved.description, date)
     print(table)
@@ -425,7 +463,11 @@ async def main_async(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m evals.answers``."""
     p = argparse.ArgumentParser(prog="python -m evals.answers", description=__doc__)
-    p.add_argument("--set", choices=("all", "tuned", "held-out", "held-out-2"), default="all")
+    p.add_argument(
+        "--set",
+        choices=("all", "tuned", "seen", "held-out", "held-out-2", "held-out-3"),
+        default="all",
+    )
     p.add_argument("--tools", choices=("all", "demo", "stocks"), default="all")
     p.add_argument("--match", default="", help="only questions containing this text")
     p.add_argument("--limit", type=int, default=0, help="only the first N questions")
@@ -437,9 +479,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument(
         "--joiner",
-        choices=("text", "json", "both"),
-        default="text",
-        help="the joiner's reply: grounded Thought/Action text, JSON, or both in turn",
+        default="select",
+        help="the joiner's reply: select (an answer rendered from the results the model "
+        "selects), text (grounded Thought/Action), json; several comma-separated are asked "
+        "in turn (both: text,json)",
+    )
+    p.add_argument(
+        "--examples",
+        choices=("own", "mixed", "builtin", "varied"),
+        default=None,
+        help="the second tool set's few-shot plans (LLMCompilerDialect(constrained_examples=...))",
     )
     p.add_argument("--out", type=Path, default=RESULTS_DIR / "answers.json")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per question")

@@ -321,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=0, help="only the first N cases")
     p.add_argument(
         "--examples",
-        choices=["own", "mixed", "builtin"],
+        choices=["own", "mixed", "builtin", "varied"],
         default=None,
         help="few-shot plans of constrained prompts (default: the dialect's default)",
     )

@@ -484,6 +484,42 @@ def test_llama_cpp_reads_the_json_joiner_and_arithmetic_grammars_as_the_recogniz
 
 
 @pytest.mark.llm
+def test_llama_cpp_reads_replan_exclusions_expression_references_and_selected_answers(
+    llama_grammars,
+):
+    from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
+    from llm_compiler.dialects.selected_answer import answer_grammar
+
+    plan = plan_grammar(
+        demo_tools.TOOLS,
+        first_id=4,
+        known_ids=[1],
+        names=["Yangtze", "Amazon"],
+        compute="calculator",
+        exclude={"lookup": [("Yangtze", "height_m")]},
+        compute_numbers=["6400.0", "6400"],
+    )
+    lookup = '4. lookup("Yangtze", "length_km")\n'
+    for text, ok in (
+        (f'{lookup}5. calculator("$1 - $4")\n6. join()\n<END_OF_PLAN>', True),
+        (f'{lookup}5. calculator("$1 - $2")\n6. join()\n<END_OF_PLAN>', False),
+        (f'{lookup}5. calculator("$1 - $1")\n6. join()\n<END_OF_PLAN>', False),
+        (f'{lookup}5. calculator("6400 - $4")\n6. join()\n<END_OF_PLAN>', True),
+        (f'{lookup}5. calculator("8849 - $4")\n6. join()\n<END_OF_PLAN>', False),
+        ('4. lookup("Yangtze", "height_m")\n5. join()\n<END_OF_PLAN>', False),
+    ):
+        assert accepts(plan, text) is ok
+        assert llama_grammars.accepts(plan, text) is ok
+    egypt = "Egypt: Country in North Africa. Capital: Cairo. Population: about 105 million."
+    tasks = [TaskRecord(1, "search", '1. search("Egypt")', egypt)]
+    context = PromptContext("Tell me about Egypt.", rounds=[RoundRecord(tasks=tasks)])
+    answer = answer_grammar(context)  # a choice of sentences
+    assert llama_grammars.accepts(answer, " capital Cairo (Egypt).")
+    assert llama_grammars.accepts(answer, " capital Cairo; Country in North Africa (Egypt).")
+    assert not llama_grammars.accepts(answer, " capital Abuja (Egypt).")
+
+
+@pytest.mark.llm
 @pytest.mark.parametrize(("tools", "text", "accepted"), CROSS_CHECK)
 def test_llama_cpp_accepts_exactly_what_the_recognizer_accepts(
     llama_grammars, tools, text, accepted

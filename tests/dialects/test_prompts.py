@@ -142,7 +142,7 @@ def test_generated_examples_use_plausible_values_and_chain_the_second_tool():
     assert prompts.PLANNER_EXAMPLES in prompts.PlannerInput(ctx).system()
 
 
-def test_constrained_prompts_mix_builtin_and_own_examples_by_default():
+def test_constrained_prompts_show_builtin_then_varied_own_examples_by_default():
     async def get_weather(city: str) -> float:
         """Weather."""
         return 1.0
@@ -162,10 +162,9 @@ def test_constrained_prompts_mix_builtin_and_own_examples_by_default():
 
     text = system(get_weather, to_f)
     builtin_at = text.index(prompts.PLANNER_EXAMPLES)
-    own_at = text.index(
-        '1. get_weather(city="Paris")\n2. get_weather(city="Rome")\n3. to_f(celsius=$1)'
-    )
-    assert prompts.MIXED_NOTE in text and builtin_at < own_at  # the run's own tools come last
+    parallel_at = text.index('1. get_weather(city="Paris")\n2. get_weather(city="Rome")\n3. join()')
+    chain_at = text.index('1. get_weather(city="Vienna")\n2. to_f(celsius=$1)\n3. join()')
+    assert prompts.VARIED_NOTE in text and builtin_at < parallel_at < chain_at  # own tools last
     # nothing flows from one tool to another: the built-in examples alone
     text = system(play)
     assert prompts.EXAMPLE_NOTE in text and 'play(artist="' not in text

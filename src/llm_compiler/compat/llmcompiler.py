@@ -11,7 +11,7 @@ from llama_index.core.prompts import PromptTemplate
 
 from llm_compiler.compat._worker import LegacyPack, LegacyWorker, split_options
 from llm_compiler.dialects import prompting as prompting
-from llm_compiler.dialects.base import LLMRequest, PlannerContext
+from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JOIN_STOP
@@ -37,6 +37,10 @@ class LegacyLLMCompilerDialect(LLMCompilerDialect):
         """The planner call, with the extra stops."""
         request = super().planner_request(context)
         return dataclasses.replace(request, stop=(*request.stop, *self.stop))
+
+    def forced_decision(self, context: PromptContext) -> JoinerDecision | None:
+        """None with the user's joiner template (it is always asked)."""
+        return None if self.joiner_prompt is not None else super().forced_decision(context)
 
     def joiner_request(self, context: PromptContext) -> LLMRequest:
         """The user's joiner template, as one user message (chat) or one prompt."""

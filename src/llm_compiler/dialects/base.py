@@ -11,7 +11,8 @@ the :class:`JoinerDecision` it parses, the :class:`PlannerContext` it is given (
 :mod:`.prompting`'s records). The engine imports them; no dialect imports the engine.
 
 Optional: a dialect may also implement :class:`DirectAnswer` to end a round without the
-joiner call when the planner's own text already is the answer.
+joiner call when the planner's own text already is the answer, and :class:`ForcedJoin`
+to give the joiner's decision without a call when the reply could only be one text.
 """
 
 from __future__ import annotations
@@ -165,4 +166,18 @@ class DirectAnswer(Protocol):
 
     def answer_without_join(self, record: RoundRecord) -> str | None:
         """The answer for a finished round, or None to call the joiner as usual."""
+        ...
+
+
+@runtime_checkable
+class ForcedJoin(Protocol):
+    """Optional dialect hook: the joiner's decision when its reply is forced.
+
+    The join step asks it before calling the joiner. A dialect whose joiner grammar
+    leaves nothing to choose (the engine-rendered answer of
+    :mod:`~llm_compiler.dialects.selected_answer`) answers here without a model call.
+    """
+
+    def forced_decision(self, context: PromptContext) -> JoinerDecision | None:
+        """The decision for this joiner call, or None to call the joiner as usual."""
         ...

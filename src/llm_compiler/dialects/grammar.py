@@ -61,6 +61,11 @@ _NAME_STR = (
 #: An arithmetic expression's string: no capital letter (``"MSFT - AAPL"`` names, it does
 #: not compute; functions such as ``sqrt`` and references ``$1`` stay).
 _EXPR_STR = r'"\"" ([^"\\A-Z\x00-\x1F\x7F] | "\\" ["\\nrt])* "\""'
+#: Most characters between the references of an expression (a model denied the
+#: references it copies may otherwise write digits until its token budget ends).
+MAX_EXPRESSION_RUN = 60
+#: Numbers an expression may always write (``"($1 - $2) / 2"``, ``"$1 * 100"``).
+SMALL_NUMBERS = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "100", "1000")
 _RESERVED = ("root", "str", "str-char", "int", "num", "thought", "name-str", "name-lit", "expr-str")
 _DIALECTS = {
     # true/false/null words, and how a reference to task N is written.
@@ -99,6 +104,8 @@ class _Rules:
         self.rules: dict[str, str] = {}
         self._names: dict[str, str] = {}
         self.string = "str"
+        self._name_list = list(names)
+        self.expression_numbers: Sequence[str] | None = None
         if names:
             self.string = "name-str"
             self.rules["name-str"] = _NAME_STR
@@ -106,11 +113,49 @@ class _Rules:
                 gbnf_literal(json.dumps(n, ensure_ascii=False)[1:-1]) for n in names
             )
 
-    def expression(self, without: str = "") -> str:
-        """The rule of an arithmetic expression's string (`without` these characters)."""
+    def string_except(self, values: Sequence[str]) -> str | None:
+        """A string rule that cannot be any of `values` (None if it cannot say so:
+        without names, or for a value that starts with no capital letter)."""
+        if self.string != "name-str" or not all(v[:1].isupper() for v in values):
+            return None
+        names = [n for n in self._name_list if n not in values]
+        if not names:  # only text that starts with no capital letter
+            return self.add("str-lower", r'"\"" ([^"\\A-Z\x00-\x1F\x7F] str-char*)? "\""')
+        lits = " | ".join(gbnf_literal(json.dumps(n, ensure_ascii=False)[1:-1]) for n in names)
+        lit = self.add("name-lit-except", lits)
+        return self.add("name-str-except", _NAME_STR.replace("name-lit", lit))
+
+    def expression(self, without: str = "", refs: Sequence[int] | None = None) -> str:
+        """The rule of an arithmetic expression's string (`without` these characters).
+
+        With `refs`, a ``$N`` inside it names one of them (``"$1 - $2"`` on a replan
+        cannot name a task that failed), and not one named before in it; else ``$`` is
+        free.
+        """
         excluded = "".join(f"\\x{ord(c):02X}" for c in without)
-        self.rules.setdefault("expr-str", _EXPR_STR.replace("A-Z", "A-Z" + excluded))
-        return "expr-str"
+        if refs is None:
+            self.rules.setdefault("expr-str", _EXPR_STR.replace("A-Z", "A-Z" + excluded))
+            return "expr-str"
+        plain = f'[^"\\\\$A-Z{excluded}\\x00-\\x1F\\x7F]'
+        item = f'({plain} | "\\\\" ["\\\\nrt]){{0,{MAX_EXPRESSION_RUN}}}'
+        after = plain.replace("A-Z", "A-Z0-9")  # no digit after $N: "$12" is not "$1"
+        if self.expression_numbers is not None:  # each number whole, one of them
+            forms = [*dict.fromkeys([*self.expression_numbers, *SMALL_NUMBERS])]
+            number = self.add("expr-num", " | ".join(gbnf_literal(n) for n in forms))
+            unit = f'({after} | "\\\\" ["\\\\nrt] | {number} {after})'
+            item = f"{unit}{{0,{MAX_EXPRESSION_RUN}}} {number}?"
+        ids = sorted(set(refs))
+        if not ids:
+            return self.add("expr-str-0", f'"\\"" {item} "\\""')
+        firsts = []
+        for i in ids:  # after "$i", later references name other tasks ("$1 - $1" is 0)
+            others = [gbnf_literal(str(j)) for j in ids if j != i]
+            rest = f"expr-rest-{i}-of-" + "-".join(map(str, ids))  # names itself: unique
+            more = f' ("$" ({" | ".join(others)}) ({after} {rest})?)?' if others else ""
+            rest = self.add(rest, f"{item}{more}")
+            firsts.append(f'"{i}" ({after} {rest})?')
+        body = f'"\\"" {item} ("$" ({" | ".join(firsts)}))? "\\""'
+        return self.add(f"expr-str-{len(refs)}", body)
 
     def add(self, hint: str, body: str) -> str:
         if body in self._names:
@@ -256,14 +301,20 @@ def _tool_call(
     index: int,
     values: dict[str, _Values],
     compute: str | None = None,
+    exclude: Sequence[tuple[Any, ...]] = (),
 ) -> str:
     """One tool's call on one line, in call form or JSON form (`compute`: its string
-    arguments are arithmetic without these characters, see ``_EXPR_STR``)."""
+    arguments are arithmetic without these characters, see ``_EXPR_STR``; `exclude`:
+    the required arguments' values of calls it may not repeat)."""
     hint = f"t{index}-{spec.name}-{values['py'].tag}"
+    if spec.call_form and exclude and compute is None:
+        excluding = _excluding_call(rules, spec, index, values["py"], exclude, hint)
+        if excluding is not None:
+            return excluding
     if spec.call_form:
         v = values["py"]
         typed = [
-            _alt([v.ref, rules.expression(compute)])
+            _alt([v.ref, rules.expression(compute, v.ref_ids)])
             if compute is not None and p.schema.get("type") == "string"
             else v.value(p.schema, f"t{index}-{p.name}")
             for p in spec.params
@@ -285,6 +336,82 @@ def _tool_call(
         head = gbnf_literal("{" + json.dumps(spec.name) + ": {")
         body = f"{head} {args} {gbnf_literal('}}')}".replace("  ", " ")
     return rules.add(hint, body)
+
+
+def _excluding_call(
+    rules: _Rules,
+    spec: ToolSpec,
+    index: int,
+    v: _Values,
+    exclude: Sequence[tuple[Any, ...]],
+    hint: str,
+) -> str | None:
+    """A call with its required arguments, positional, that is none of `exclude`.
+
+    Each tuple holds a failed call's required values in order. Written as a tree: at
+    each argument, one of the failed calls' values (then the rest must differ) or a
+    value none of them has (then any rest). A string differs by its name
+    (:meth:`_Rules.string_except`), an enum by its other values; None if an argument
+    cannot be told apart (a number), or the tool has optional arguments only.
+    """
+    params = [p for p in spec.params if p.required]
+    if not params:
+        return None
+    failed = [t for t in exclude if len(t) == len(params)]
+    if not failed:
+        return None
+
+    def general(i: int) -> str:
+        return " ".join(
+            f'", " {v.value(p.schema, f"t{index}-{p.name}")}' for p in params[i:]
+        ).strip()
+
+    def tree(i: int, tuples: list[tuple[Any, ...]]) -> str | None:
+        sep = '", " ' if i else ""
+        if not tuples:
+            return general(i)
+        if i == len(params):
+            return None  # a call that failed
+        taken = list(dict.fromkeys(t[i] for t in tuples))
+        options = []
+        for value in taken:
+            rest = tree(i + 1, [t for t in tuples if t[i] == value])
+            if rest is not None:
+                options.append(f"{sep}{v.lit(value)} {rest}".strip())
+        differ = _other_value(rules, v, params[i].schema, taken)
+        if differ is None:
+            raise _CannotExclude
+        if differ:
+            options.append(f"{sep}{_alt([v.ref, differ])} {general(i + 1)}".strip())
+        if not options:
+            return None
+        return rules.add(f"{hint}-x{i}", " | ".join(options))
+
+    try:
+        args = tree(0, failed)
+    except _CannotExclude:
+        return None
+    if args is None:
+        return None
+    body = f"{gbnf_literal(spec.name + '(')} {args} {gbnf_literal(')')}"
+    return rules.add(hint, body)
+
+
+def _other_value(
+    rules: _Rules, v: _Values, schema: Mapping[str, Any], taken: list[Any]
+) -> str | None:
+    """A value of `schema` none of `taken` ('' if there is none; None if a grammar
+    cannot tell: only enums and names can be told apart)."""
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        rest = [x for x in schema["enum"] if x not in taken]
+        return _alt(v.lit(x) for x in rest) if rest else ""
+    if schema.get("type") == "string" and all(isinstance(x, str) for x in taken):
+        return rules.string_except(taken)
+    return None
+
+
+class _CannotExclude(Exception):
+    """An argument of a failed call that a grammar cannot tell apart from others."""
 
 
 def _without(spec: ToolSpec, compute: str | None, without: str) -> str | None:
@@ -311,6 +438,8 @@ def plan_grammar(
     avoid: Iterable[str] = (),
     compute: str | None = None,
     compute_without: str = "",
+    exclude: Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
+    compute_numbers: Sequence[str] | None = None,
 ) -> str:
     """GBNF for a plan over `tools` (BaseTools or callables), numbered from `first_id`.
 
@@ -334,6 +463,16 @@ def plan_grammar(
             ``"MSFT - AAPL"``, which names what it should compute on).
         compute_without: Characters `compute`'s expressions do not use (``-`` for a
             question that adds up: a small model copies the examples' ``"$1 - $2"``).
+        exclude: Calls a replan may not write again, by tool: the values of each
+            failed call's required arguments, in order (``{"lookup": [("Yangtze",
+            "height_m")]}``). Such a tool is then called with its required arguments,
+            positional; a tool whose failed values cannot be told apart (numbers)
+            keeps its usual call.
+        compute_numbers: If given, the numbers `compute`'s expressions may write (each
+            whole), besides ``SMALL_NUMBERS`` and references: those of the question and
+            of what earlier rounds found. A small model otherwise copies the
+            calculator's docstring example (``"(8849 - 8611) / 2"``) into a plan about
+            share prices.
 
     Returns:
         The grammar text (root rule ``root``).
@@ -344,6 +483,7 @@ def plan_grammar(
     if max_tasks < 1 or first_id < 1:
         raise ValueError("max_tasks and first_id must be at least 1.")
     rules, known, avoid = _Rules(names), sorted(set(known_ids)), set(avoid)
+    rules.expression_numbers = compute_numbers
     thought = "thought? " if allow_thoughts else ""
     lines: list[tuple[int, str, str, str]] = []  # id, any call, the required tool's, others'
     for k in range(max_tasks):
@@ -353,7 +493,14 @@ def plan_grammar(
         calls = [
             (
                 s.name == require,
-                _tool_call(rules, s, n, values, _without(s, compute, compute_without)),
+                _tool_call(
+                    rules,
+                    s,
+                    n,
+                    values,
+                    _without(s, compute, compute_without),
+                    (exclude or {}).get(s.name, ()),
+                ),
             )
             for n, s in enumerate(specs)
         ]

@@ -149,14 +149,62 @@ def _subject(task: TaskRecord) -> str:
     return (match.group(1) or match.group(2) or "" if match else task.text).strip().lower()
 
 
+def failed_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list[tuple[Any, ...]]]:
+    """The calls of earlier rounds that found nothing, by tool: each one's required
+    arguments' values in order (for a replan's grammar, which may not write them again).
+
+    Calls with a reference or a template among those values are left out (the same
+    text may name other results in a new round), and so are skipped ones and calls of
+    one argument: ``search("Peru")`` excluded left the 270M model only text no name
+    starts, and it wrote a query of 500 zeros.
+    """
+    from llm_compiler.dialects.llmcompiler.parser import parse_task_line  # imports this module
+
+    specs = {spec.name: spec for spec in tool_specs(tools)}
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    records = [t for r in context.rounds for t in r.tasks]
+    for record in records:
+        spec = specs.get(record.tool)
+        if spec is None or record.skipped or not found_nothing(record):
+            continue
+        body = re.sub(r"^\s*\d+\.\s*", "", record.text)
+        task = parse_task_line(record.id, body, earlier=[t.id for t in records])
+        if task.error or task.deps:
+            continue
+        required = [p for p in spec.params if p.required]
+        named = {**dict(zip([p.name for p in spec.params], task.args, strict=False)), **task.kwargs}
+        if not required or any(p.name not in named for p in required):
+            continue
+        values = tuple(named[p.name] for p in required)
+        if len(values) > 1 and all(isinstance(v, str | int | float | bool) for v in values):
+            out.setdefault(spec.name, [])
+            if values not in out[spec.name]:
+                out[spec.name].append(values)
+    return out
+
+
+def expression_numbers(context: PromptContext) -> list[str]:
+    """The numbers a plan's calculation may write: the question's and those earlier
+    rounds found (as written, plain: ``4806.0``, ``4806``)."""
+    texts = [context.question, *observation_texts(context.rounds)]
+    return [n for n in number_forms(texts) if "," not in n]
+
+
+def unusable_ids(context: PromptContext) -> set[int]:
+    """Earlier rounds' tasks that found nothing: a replan's ``$N`` cannot name them (a
+    copied ``calculator("$1 - $2")`` would be skipped again for its failed input)."""
+    return {t.id for r in context.rounds for t in r.tasks if found_nothing(t)}
+
+
 def replan_reason(failed: Sequence[TaskRecord]) -> str:
     """Why to plan again after lookups that found nothing: each call and what it got."""
     shown = "; ".join(
         f"{t.text.strip()} gave {(t.observation or 'no result')[:160]!r}" for t in failed
     )
     return (
-        f"Nothing was found by: {shown}. Plan these lookups again, with names copied "
-        "exactly from the question (or other names for the same thing)."
+        f"Nothing was found by: {shown}. Plan these lookups again, differently: with "
+        "names copied exactly from the question (or other names for the same thing), "
+        "and the fields or values the errors say exist."
     )
 
 
@@ -237,6 +285,11 @@ def excluded_operators(question: str) -> str:
     if sums == differs:
         return ""
     return "-" if sums else "+"
+
+
+def asks_quantity(question: str) -> bool:
+    """Whether a question's answer is a quantity (how tall, when, population ...)."""
+    return bool(_QUANTITY.search(question))
 
 
 def compares(question: str) -> bool:

@@ -40,7 +40,7 @@ from workflows.events import StopEvent
 from workflows.handler import WorkflowHandler
 
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config, split_config
-from llm_compiler.dialects.base import DirectAnswer, JoinerDecision, PlanDialect
+from llm_compiler.dialects.base import DirectAnswer, ForcedJoin, JoinerDecision, PlanDialect
 from llm_compiler.dialects.grounding import failed_tasks, replan_reason
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
@@ -647,8 +647,13 @@ class LLMCompilerWorkflow(Workflow):
         """The joiner's decision on `round` and the calls it took (recorded by the caller).
 
         A blank answer is asked again once, then replanned (on the last round: a
-        :class:`RunError`, with the calls recorded).
+        :class:`RunError`, with the calls recorded). A dialect's :class:`ForcedJoin`
+        decision, if it gives one, takes no call.
         """
+        if isinstance(self.dialect, ForcedJoin):
+            forced = self.dialect.forced_decision(self._prompt(state, last_round=last))
+            if forced is not None:
+                return JoinVerdict(forced, [])
         decision, call = await self._decide(ctx, state, round, last)
         calls = [call]
         if decision.content.strip() or decision.action != "finish":

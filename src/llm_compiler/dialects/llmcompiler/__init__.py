@@ -19,19 +19,28 @@ from llm_compiler.dialects.grammar import plan_grammar
 from llm_compiler.dialects.grounding import (
     compute_tool,
     excluded_operators,
+    expression_numbers,
+    failed_calls,
     plan_names,
     required_tool,
     text_tools,
+    unusable_ids,
 )
 from llm_compiler.dialects.json_joiner import JsonJoinerInput, parse_json_decision
 from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
 from llm_compiler.dialects.llmcompiler.prompts import ExampleSource, PlannerInput
 from llm_compiler.dialects.prompting import PromptContext
+from llm_compiler.dialects.selected_answer import (
+    SelectJoinerInput,
+    parse_selected,
+    selected_answer,
+)
 from llm_compiler.dialects.thought_action import JoinerInput, parse_joiner_output
 from llm_compiler.plan import END_OF_PLAN
 
-#: The joiner's reply: ``Thought:``/``Action:`` text, or one JSON object.
-JoinerFormat = Literal["text", "json"]
+#: The joiner's reply: ``Thought:``/``Action:`` text, one JSON object, or (constrained
+#: completion models) an answer the engine renders from the observations the model selects.
+JoinerFormat = Literal["text", "json", "select"]
 #: The planner's stop sequences: its end marker, and the start of a new few-shot example.
 PLAN_STOP = (END_OF_PLAN, "\nQuestion:")
 
@@ -55,17 +64,21 @@ class LLMCompilerDialect:
         joiner: The joiner's reply: ``"text"`` (``Thought:``/``Action: Finish(...)``,
             a grounded GBNF answer when constrained) or ``"json"`` (one JSON object,
             :mod:`~llm_compiler.dialects.json_joiner`: a JSON schema as the chat
-            model's ``response_format``, its GBNF on completion models). Measured on
-            the embedded model: see the README's "Plan correctness" section.
+            model's ``response_format``, its GBNF on completion models) or
+            ``"select"`` (under constrained decoding on completion models, the answer
+            is rendered from the results, the model only choosing which sentence of an
+            observation to quote, :mod:`~llm_compiler.dialects.selected_answer`; else
+            as ``"text"``). Measured on the embedded model: see the README's "Plan
+            correctness" section.
     """
 
     planner_examples: str | None = None
     joiner_examples: str | None = None
-    constrained_examples: ExampleSource = "mixed"
+    constrained_examples: ExampleSource = "varied"
     name: str = "llmcompiler"
     grammar_max_tasks: int = 8
     shared_prefix: bool = False
-    joiner: JoinerFormat = "text"
+    joiner: JoinerFormat = "select"
 
     def planner_request(self, context: PlannerContext) -> LLMRequest:
         """Messages for chat models, one few-shot prompt for completion models.
@@ -77,12 +90,15 @@ class LLMCompilerDialect:
         starts with a capital letter starts with a name of the question or of what
         earlier rounds found (:func:`~llm_compiler.dialects.grounding.plan_names`), and
         a question that compares quantities calls the calculator before ``join()``
-        (:func:`~llm_compiler.dialects.grounding.required_tool`).
+        (:func:`~llm_compiler.dialects.grounding.required_tool`); a replan cannot write
+        again a call that found nothing (:func:`~llm_compiler.dialects.grounding.failed_calls`)
+        nor refer to its result (:func:`~llm_compiler.dialects.grounding.unusable_ids`).
         """
         inputs = PlannerInput(context, self.planner_examples, self.constrained_examples)
         extras: dict[str, Any] = {}
         if context.constrained:
-            known = context.known_ids  # earlier tasks, never join lines
+            # Earlier tasks (never join lines) that found something.
+            known = context.known_ids - unusable_ids(context.prompt)
             extras["grammar"] = plan_grammar(
                 context.tools,
                 first_id=context.next_id,
@@ -93,6 +109,8 @@ class LLMCompilerDialect:
                 compute_without=excluded_operators(context.prompt.question),
                 require=(need := required_tool(context.prompt, context.tools)),
                 avoid=text_tools(context.tools) if need else (),
+                exclude=failed_calls(context.prompt, context.tools),
+                compute_numbers=expression_numbers(context.prompt),
             )
         if context.prompt.chat:
             return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP, extras=extras)
@@ -137,11 +155,28 @@ class LLMCompilerDialect:
             ).system()
         if self.joiner == "json":
             return JsonJoinerInput(context, self.joiner_examples, prefix).llm_request()
+        if self._selects(context):
+            return SelectJoinerInput(context, self.joiner_examples, prefix).llm_request()
         return JoinerInput(context, self.joiner_examples, prefix).llm_request()
 
+    def _selects(self, context: PromptContext) -> bool:
+        return self.joiner == "select" and context.constrained and not context.chat
+
+    def forced_decision(self, context: PromptContext) -> JoinerDecision | None:
+        """With the ``"select"`` joiner, the rendered answer when it leaves the model
+        nothing to choose (every result one number or sentence, or nothing found); the
+        engine then makes no joiner call."""
+        if not self._selects(context):
+            return None
+        answer = selected_answer(context)
+        return None if answer is None else JoinerDecision("finish", answer)
+
     def parse_decision(self, text: str) -> JoinerDecision:
-        """``Action: Finish(...)`` or ``Action: Replan(...)`` (or the JSON reply)."""
-        return parse_json_decision(text) if self.joiner == "json" else parse_joiner_output(text)
+        """``Action: Finish(...)`` or ``Action: Replan(...)`` (or the JSON reply, or the
+        rendered answer)."""
+        if self.joiner == "json":
+            return parse_json_decision(text)
+        return parse_selected(text) if self.joiner == "select" else parse_joiner_output(text)
 
 
 __all__ = ["END_OF_PLAN", "LLMCompilerDialect", "PlanParser", "parse_task_line"]

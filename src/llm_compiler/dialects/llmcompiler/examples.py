@@ -85,6 +85,10 @@ def sample_value(param: Param, which: int, lenient: bool = False) -> Any:
     return _sample(param.name, param.schema, which + bool(words & _SECOND_OF_PAIR), lenient)
 
 
+#: Parameter names that say nothing of their value: the tool's name may (``company_profile(name)``).
+_GENERIC = frozenset("name query id key value input q".split())
+
+
 def _sample(name: str, schema: Mapping[str, Any], which: int, lenient: bool = False) -> Any:
     if schema.get("enum"):
         values = list(schema["enum"])
@@ -136,8 +140,12 @@ def _call(
         if i == 0 and ref is not None:
             parts.append(f"{p.name}=${ref}")
             continue
+        sampled = p
+        if p.name.lower() in _GENERIC and p.schema.get("type") in (None, "string"):
+            # The tool's words first: company_profile(name) takes a company.
+            sampled = Param(f"{spec.name} {p.name}", p.schema, p.required)
         try:
-            value = sample_value(p, which, lenient)
+            value = sample_value(sampled, which, lenient)
         except _NoValue:
             return None
         values.append(value)
@@ -206,6 +214,71 @@ def own_tools_example(
     return _plan(calls, lenient)
 
 
+def varied_examples(tools: Sequence[BaseTool], compute: str | None = None) -> str:
+    """Plans of different shapes with the run's tools, so a plan is not a copy of one:
+    a tool called on two values in parallel; one call whose result feeds another tool
+    (where the declared types fit); with a calculator (`compute`) and a tool that
+    declares a number, a comparison of two of its results; then one call of a tool the
+    others did not show. Empty if no tool can be shown."""
+    shown = [(t, s) for t in tools if (s := tool_spec(t)).call_form and s.params]
+    plain = [s for _, s in shown if _call(s, 0) is not None and s.name != compute]
+    if not plain:
+        return ""
+    chain = next(
+        (
+            (a, b)
+            for t, a in shown
+            for _, b in shown
+            if a in plain
+            and b is not a
+            and b.name != compute
+            and _fits(_returns(t), b)
+            and _call(b, 0, 1)
+        ),
+        None,
+    )
+    first = chain[0] if chain else _ordered(plain)[0]
+    out = _plan([(first, 0, None), (first, 1, None)], False)
+    used = {first.name}
+    if chain:
+        out += _chain(first, chain[1])
+        used.add(chain[1].name)
+    numeric = next(
+        (s for t, s in shown if s in plain and _returns(t) in ("number", "integer")), None
+    )
+    calculator = next((s for _, s in shown if s.name == compute), None)
+    if numeric is not None and calculator is not None:
+        out += _compare(numeric, calculator)
+    single = next((s for s in _ordered(plain) if s.name not in used), None)
+    if single is not None:
+        out += _plan([(single, 0, None)], False)
+    return out
+
+
+def _chain(first: ToolSpec, then: ToolSpec) -> str:
+    """One call whose result feeds another tool."""
+    a, b = _call(first, 2), _call(then, 0, 1)
+    assert a is not None and b is not None
+    rest = f" ({_words(b[1])})" if b[1] else ""
+    question = f"{_readable(then.name)}{rest} of the {_readable(first.name)} for {_words(a[1])}"
+    body = f"1. {a[0]}\n2. {b[0]}\n"
+    return f"Question: {question[:1].upper()}{question[1:]}.\n{body}3. join()\n{END_OF_PLAN}\n"
+
+
+def _compare(spec: ToolSpec, calculator: ToolSpec) -> str:
+    """How much more one value's result is than another's: two calls, then the
+    calculator on their results."""
+    a, b = _call(spec, 0), _call(spec, 1)
+    assert a is not None and b is not None
+    expression = calculator.params[0].name
+    lines = [a[0], b[0], f'{calculator.name}({expression}="$1 - $2")']
+    body = "".join(f"{i}. {line}\n" for i, line in enumerate(lines, 1))
+    question = (
+        f"How much more is the {_readable(spec.name)} of {_words(a[1])} than of {_words(b[1])}?"
+    )
+    return f"Question: {question}\n{body}4. join()\n{END_OF_PLAN}\n"
+
+
 def _plan(calls: Sequence[tuple[ToolSpec, int, int | None]], lenient: bool) -> str:
     """One example: a question naming the values, the numbered calls, join()."""
     lines, said = [], []
@@ -214,7 +287,10 @@ def _plan(calls: Sequence[tuple[ToolSpec, int, int | None]], lenient: bool) -> s
         assert call is not None  # only tools with values are planned
         lines.append(call[0])
         said.append((spec.name, _words(call[1])))
-    phrases = [f"{_readable(said[0][0])} for {said[0][1]} and {said[1][1]}"]
+    if len(said) == 1:
+        phrases = [f"{_readable(said[0][0])} for {said[0][1]}"]
+    else:
+        phrases = [f"{_readable(said[0][0])} for {said[0][1]} and {said[1][1]}"]
     phrases += [f"{_readable(name)} {words}".strip() for name, words in said[2:]]
     question = ", then ".join(phrases)
     body = "".join(f"{i}. {line}\n" for i, line in enumerate(lines, 1))

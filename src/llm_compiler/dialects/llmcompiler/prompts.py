@@ -11,7 +11,7 @@ from llama_index.core.tools import BaseTool
 from llm_compiler.dialects import prompting as prompting
 from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.dialects.grounding import compute_tool
-from llm_compiler.dialects.llmcompiler.examples import own_tools_example
+from llm_compiler.dialects.llmcompiler.examples import own_tools_example, varied_examples
 from llm_compiler.plan import END_OF_PLAN
 from llm_compiler.tools import render as _tools
 
@@ -53,10 +53,14 @@ MIXED_NOTE = (
     "The examples below illustrate the format; the last one uses your actions with "
     "made-up values.\n"
 )
+VARIED_NOTE = (
+    "The examples below illustrate the format; the last ones use your actions with "
+    "made-up values.\n"
+)
 #: The tool the built-in examples call: they are shown only to runs that have it.
 EXAMPLE_TOOL = "search"
 #: Which few-shot plans a prompt shows when none are given (see :class:`PlannerInput`).
-ExampleSource = Literal["own", "mixed", "builtin"]
+ExampleSource = Literal["own", "mixed", "builtin", "varied"]
 
 COMPUTE_RULE = (
     "\n- A question that compares or combines numbers (how much more, older, longer, "
@@ -94,7 +98,7 @@ class PlannerInput:
 
     context: PlannerContext
     examples: str | None = None
-    constrained_examples: ExampleSource = "mixed"
+    constrained_examples: ExampleSource = "varied"
 
     def system(self) -> str:
         """The instructions, the tool list and the examples."""
@@ -119,7 +123,10 @@ class PlannerInput:
         lacks: the built-in examples (``search``) only to runs that have it, else a plan
         generated from the run's own tools. Under a grammar the model cannot call a
         missing tool; there `constrained_examples` chooses: ``"own"`` (generated only),
-        ``"builtin"`` (realistic questions, foreign tools) or ``"mixed"`` (the built-in
+        ``"builtin"`` (realistic questions, foreign tools), ``"varied"`` (the built-in
+        ones, then several generated ones of different shapes, see
+        :func:`~llm_compiler.dialects.llmcompiler.examples.varied_examples`, on the same
+        condition as ``"mixed"``) or ``"mixed"`` (the built-in
         ones, then a generated one if it can show a result of one tool feeding another,
         which needs declared return types: tools from JSON schemas keep the built-in
         examples, which did better on BFCL than any with made-up values). Measured on the
@@ -133,10 +140,14 @@ class PlannerInput:
         own = ""
         if source != "builtin":
             own = own_tools_example(
-                tools, lenient=not self.context.constrained, chained_only=source == "mixed"
+                tools,
+                lenient=not self.context.constrained,
+                chained_only=source in ("mixed", "varied"),
             )
         if source == "builtin" or not own:
             return PLANNER_EXAMPLES, EXAMPLE_NOTE
+        if source == "varied":
+            return PLANNER_EXAMPLES + varied_examples(tools, compute_tool(tools)), VARIED_NOTE
         if source == "mixed":
             return PLANNER_EXAMPLES + own, MIXED_NOTE
         return own, GENERATED_NOTE

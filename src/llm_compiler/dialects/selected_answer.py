@@ -1,0 +1,415 @@
+"""A joiner whose answer is written by the engine from what the model selects.
+
+Small models garble answers around right observations ("Egypt is the capital of
+Nigeria", "4,478 m higher" where the calculation said 328). This joiner gives the model
+no words to write: under constrained decoding its grammar is the answer itself, rendered
+from the round's results, and the model only chooses, for each result that answers the
+question, which sentence of its observation to quote. The rendered answer is
+grounded by construction: every name and number in it is an observation's or a
+computation's. ::
+
+    Mont Blanc (height m): 4806; Matterhorn (height m): 4478; 4806 - 4478 = 328.
+    Egypt: capital Cairo; Nigeria: capital Abuja.
+
+Which results an answer shows (:func:`answer_parts`): the *final* results (a task no
+successful task used) about something the question names (one of the call's text
+arguments, or of the tasks it used, is in the question), each after the results it used
+(a calculation after its operands). A text observation is split into sentences, of which
+the answer quotes those that fit the question best (:func:`_ranked`): one is forced, and
+among several the model picks one or two. A number is shown whole. When no result
+answers, the answer is "I could not find" and what was looked for.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llm_compiler.dialects.base import JoinerDecision, LLMRequest
+from llm_compiler.dialects.grammar import NOT_FOUND, gbnf_literal
+from llm_compiler.dialects.grounding import asks_quantity, compute_tool, found_nothing
+from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
+
+#: Most sentences an observation offers, most characters of one, and most a part quotes.
+MAX_UNITS, MAX_UNIT_CHARS, MAX_PICKS = 8, 200, 2
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+#: ``Germany: Country in ...``: an observation that starts with the name of its subject.
+_TITLE = re.compile(r"([^:.;\n]{1,60}?):\s+(.+)", re.S)
+#: A sentence end: ``. `` before a capital letter or a digit (``68.4`` is no end).
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+#: ``Capital: Cairo`` -> ``capital Cairo``.
+_LABEL = re.compile(r"([A-Z][a-z]+(?: [a-z]+)?):\s+(.+)", re.S)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One result as the answer shows it: `label`, then one of `units` (or up to
+    ``MAX_PICKS`` of them, ``; `` between)."""
+
+    task_id: int
+    label: str
+    units: tuple[str, ...]
+
+    @property
+    def forced(self) -> bool:
+        """Whether the part leaves nothing to choose."""
+        return len(self.units) == 1
+
+
+@dataclass(frozen=True)
+class _Task:
+    record: TaskRecord
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    deps: tuple[int, ...]
+
+
+def _parse(record: TaskRecord, earlier: Sequence[int]) -> _Task:
+    # Imported here: the LLMCompiler dialect package imports this module.
+    from llm_compiler.dialects.llmcompiler.parser import parse_task_line
+
+    body = record.text.split(".", 1)[1] if re.match(r"\s*\d+\.", record.text) else record.text
+    task = parse_task_line(record.id, body, earlier=earlier)
+    return _Task(record, tuple(task.args), dict(task.kwargs), tuple(task.deps))
+
+
+def _norm(text: str) -> str:
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
+    return " ".join(re.sub(r"[^\w\s]", " ", text).split())
+
+
+def number_text(text: str) -> str:
+    """A number as an answer writes it: ``4806.0`` -> ``4806``, ``107600000.0`` ->
+    ``107,600,000``; other text unchanged."""
+    text = text.strip()
+    if not _NUMBER.fullmatch(text):
+        return text
+    value = float(text)
+    if value.is_integer():
+        return f"{int(value):,}" if abs(value) >= 10_000 else str(int(value))
+    return text
+
+
+def _strings(value: Any) -> list[str]:
+    """The literal text arguments inside `value` (references and templates skipped)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _resolved(value: Any, results: dict[int, str]) -> Any:
+    from llm_compiler.plan import resolve
+
+    return resolve(value, results)
+
+
+def answer_parts(context: PromptContext) -> list[Part]:
+    """The results an answer to `context`'s question shows, in plan order (see the
+    module docstring); empty when none answers it."""
+    records = [t for r in context.rounds for t in r.tasks]
+    ids = [t.id for t in records]
+    tasks = {t.id: _parse(t, [i for i in ids if i < t.id]) for t in records}
+    ok = {i: t for i, t in tasks.items() if not found_nothing(t.record) and t.record.observation}
+    used = {d for t in ok.values() for d in t.deps}
+    finals = [i for i in ok if i not in used]
+    question = f" {_norm(context.question)} "
+
+    def ancestors(i: int, seen: set[int]) -> set[int]:
+        for d in tasks[i].deps if i in tasks else ():
+            if d in ok and d not in seen:
+                seen.add(d)
+                ancestors(d, seen)
+        return seen
+
+    def about_question(i: int) -> bool:
+        for j in {i} | ancestors(i, set()):
+            t = ok[j]
+            texts = _strings(list(t.args)) + _strings(list(t.kwargs.values()))
+            title = _TITLE.match(t.record.observation or "")
+            texts += [title.group(1)] if title else []
+            if any(_norm(s) and f" {_norm(s)} " in question for s in texts):
+                return True
+        return False
+
+    chosen = [i for i in finals if about_question(i)] or finals
+    shown: set[int] = set()
+    for i in chosen:
+        shown |= {i} | ancestors(i, set())
+    results = {i: number_text(t.record.observation or "") for i, t in ok.items()}
+    calculator = compute_tool(context.tools)
+    parts, seen = [], set()
+    for i in sorted(shown):
+        part = _ranked(_part(ok[i], results, calculator), context.question)
+        key = (part.label, part.units)
+        if key not in seen:
+            seen.add(key)
+            parts.append(part)
+    return parts
+
+
+def _part(task: _Task, results: dict[int, str], calculator: str | None) -> Part:
+    record = task.record
+    observation = (record.observation or "").strip()
+    value = number_text(observation)
+    if task.deps:  # a result computed from others: the call with their values, then it
+        args = [_resolved(a, results) for a in task.args]
+        kwargs = {k: _resolved(v, results) for k, v in task.kwargs.items()}
+        if record.tool == calculator and len(args) + len(kwargs) == 1:
+            expression = str((args or list(kwargs.values()))[0])
+            return Part(record.id, "", (f"{expression} = {value}",))
+        shown = [_show(a) for a in args] + [_show(v) for v in kwargs.values()]
+        return Part(record.id, f"{_readable(record.tool)} of {', '.join(shown)}: ", (value,))
+    texts = _strings(list(task.args)) + _strings(list(task.kwargs.values()))
+    subject = texts[0] if texts else _readable(record.tool)
+    extra = [t.replace("_", " ") for t in texts[1:]]
+    label = subject + (f" ({', '.join(extra)})" if extra else "")
+    if _NUMBER.fullmatch(observation):
+        return Part(record.id, f"{label}: ", (value,))
+    title = _TITLE.match(observation)
+    if title:
+        label, observation = title.group(1).strip(), title.group(2)
+    return Part(record.id, f"{label}: ", tuple(units(observation)))
+
+
+def _ranked(part: Part, question: str) -> Part:
+    """`part` with only the sentences that fit the question best: those that share
+    most words with it (first five letters: ``capitals``/``Capital``), and, for a
+    question that asks a quantity, hold a number; the shortest first. The model picks
+    among them; a single best one is forced."""
+    wanted = _stems(question) - _stems(part.label)  # not the subject's own words
+    quantity = bool(asks_quantity(question))
+
+    def score(unit: str) -> int:
+        return 2 * len(wanted & _stems(unit)) + (quantity and bool(re.search(r"\d", unit)))
+
+    best = max(score(u) for u in part.units)
+    tied = sorted((u for u in part.units if score(u) == best), key=lambda u: len(u.split()))
+    return Part(part.task_id, part.label, tuple(tied))  # the shortest first
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:5] for w in _norm(text).split() if len(w) > 2 and w not in _FILLER}
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else number_text(str(value))
+
+
+def _readable(name: str) -> str:
+    return " ".join(re.findall(r"[a-zA-Z]+|\d+", name)).lower() or name
+
+
+def units(text: str) -> list[str]:
+    """An observation's sentences as an answer quotes them (``Capital: Cairo`` as
+    ``capital Cairo``; no final period; at most ``MAX_UNITS``)."""
+    out: list[str] = []
+    for sentence in _SENTENCE.split(" ".join(text.split())):
+        sentence = sentence.strip().rstrip(".").strip()[:MAX_UNIT_CHARS]
+        if not sentence:
+            continue
+        label = _LABEL.fullmatch(sentence)
+        if label:
+            sentence = f"{label.group(1).lower()} {label.group(2)}"
+        if sentence not in out:
+            out.append(sentence)
+    return out[:MAX_UNITS] or [text.strip()[:MAX_UNIT_CHARS]]
+
+
+def _looked_for(context: PromptContext, only_named: bool = False) -> list[str]:
+    """What the lookups that found nothing looked for (their first text argument):
+    with `only_named`, only what the question names and no lookup found."""
+    records = [t for r in context.rounds for t in r.tasks]
+    ids = [t.id for t in records]
+    question = f" {_norm(context.question)} "
+    found: set[str] = set()
+    looked: list[str] = []
+    for record in records:
+        if record.skipped:
+            continue
+        task = _parse(record, [i for i in ids if i < record.id])
+        first = next(iter(_strings(list(task.args)) + _strings(list(task.kwargs.values()))), "")
+        first = first.strip()
+        if not first or re.search(r"\$\d", first):
+            continue
+        if not found_nothing(record):
+            title = _TITLE.match(record.observation or "")
+            found |= {f" {_norm(first)} "} | ({f" {_norm(title.group(1))} "} if title else set())
+        elif first not in looked:
+            looked.append(first)
+    if only_named:
+        looked = [
+            s
+            for s in looked
+            if f" {_norm(s)} " in question
+            and not any(f" {_norm(s)} " in f or f in f" {_norm(s)} " for f in found)
+        ]
+    return looked[:3]
+
+
+def not_found_answer(context: PromptContext) -> str:
+    """``I could not find X.``: X what the failed lookups looked for."""
+    looked = _looked_for(context)
+    what = " or ".join(f'"{s}"' for s in looked) if looked else "the answer"
+    return f"I {NOT_FOUND} {what}."
+
+
+def missing_note(context: PromptContext) -> str:
+    """`` I could not find "Peru".`` for what the question names and no lookup found,
+    after an answer about the rest (empty if nothing is missing)."""
+    looked = _looked_for(context, only_named=True)
+    return f" I {NOT_FOUND} " + " or ".join(f'"{s}"' for s in looked) + "." if looked else ""
+
+
+def render(parts: Sequence[Part], picks: Sequence[Sequence[str]] | None = None) -> str:
+    """The answer: each part's label and its picked units (default: the first); a
+    part with a choice as ``capital Cairo (Egypt)``: the model picks right after the
+    question, not after the name, which its observation follows with its first
+    sentence."""
+    shown = []
+    for n, part in enumerate(parts):
+        chosen = picks[n] if picks is not None else part.units[:1]
+        if part.forced:
+            shown.append(part.label + "; ".join(chosen))
+        else:
+            shown.append("; ".join(chosen) + f" ({part.label.rstrip(': ')})")
+    return "; ".join(shown) + "."
+
+
+def selected_answer(context: PromptContext) -> str | None:
+    """The answer when it leaves nothing to choose (every part forced, or nothing
+    found), else None: the model picks (see :func:`answer_grammar`)."""
+    parts = answer_parts(context)
+    if not parts:
+        return not_found_answer(context)
+    return render(parts) + missing_note(context) if all(p.forced for p in parts) else None
+
+
+def answer_grammar(context: PromptContext) -> str:
+    """GBNF of the rendered answer: fixed text but for each part's sentence(s)."""
+    parts = answer_parts(context)
+    if not parts:
+        return f"root ::= {gbnf_literal(' ' + not_found_answer(context))}\n"
+    rules, sequence = [], []
+    for n, part in enumerate(parts):
+        label = gbnf_literal(part.label) if part.label else ""
+        if part.forced:
+            sequence.append(f"{label} {gbnf_literal(part.units[0])}".strip())
+            continue
+        rules.append(f"unit{n} ::= " + " | ".join(gbnf_literal(u) for u in part.units))
+        more = f'("; " unit{n}){{0,{MAX_PICKS - 1}}}' if MAX_PICKS > 1 else ""
+        name = gbnf_literal(f" ({part.label.rstrip(': ')})")
+        sequence.append(f"unit{n} {more} {name}".replace("  ", " "))
+    body = ' "; " '.join(f"({s})" for s in sequence)
+    end = gbnf_literal("." + missing_note(context))
+    return "\n".join([f'root ::= " " {body} {end}', *rules]) + "\n"
+
+
+SELECT_INSTRUCTIONS = """\
+Answer a question from the results of a plan that was executed for it. The answer \
+quotes, for each result it shows, the sentence of the observation that answers the \
+question, copied exactly.
+"""
+
+
+def select_examples(examples: str, tools: Sequence[Any] = ()) -> str:
+    """Thought/Action joiner examples as this joiner answers them: each ``Finish``
+    example's rendered answer, quoting the sentences that share a word or number with
+    its answer; ``Replan`` examples are left out."""
+    from llm_compiler.dialects.thought_action import END_OF_RESPONSE, parse_joiner_output
+
+    out = []
+    for block in examples.split(END_OF_RESPONSE):
+        head, sep, reply = block.partition("\nThought:")
+        if not sep or not head.strip():
+            continue
+        decision = parse_joiner_output("Thought:" + reply)
+        if decision.action != "finish":
+            continue
+        record = _record(head)
+        if record is None:
+            continue
+        question = head.strip().splitlines()[0].removeprefix("Question:").strip()
+        context = PromptContext(question=question, rounds=[record], tools=tools)
+        parts = answer_parts(context)
+        if not parts:
+            continue
+        said = set(_norm(decision.content).split())
+        picks = [
+            [u for u in p.units if said & set(_norm(u).split()) - _FILLER][:1] or p.units[:1]
+            for p in parts
+        ]
+        out.append(f"{head.strip()}\nAnswer: {render(parts, picks)}\n{END_OF_RESPONSE}\n")
+    return "".join(out)
+
+
+_FILLER = frozenset("the a an of in is was and to on at for by m km about".split())
+
+
+@dataclass(frozen=True)
+class SelectJoinerInput:
+    """The selecting joiner's prompt for one round (its examples: see
+    :func:`select_examples`); the prompt ends with ``Answer:``, where the grammar
+    writes the rendered answer."""
+
+    context: PromptContext
+    examples: str | None = None
+    prefix: str = ""
+
+    def system(self) -> str:
+        """The instructions and the examples."""
+        from llm_compiler.dialects import prompting
+        from llm_compiler.dialects.thought_action import JOINER_EXAMPLES
+
+        ctx = self.context
+        text = self.prefix + "\n" if self.prefix else prompting.preamble(ctx.system_prompt)
+        text += SELECT_INSTRUCTIONS
+        raw = JOINER_EXAMPLES if self.examples is None else self.examples
+        examples = select_examples(raw, ctx.tools)
+        return text + ("\n" + examples.rstrip() + "\n" if examples else "")
+
+    def request(self) -> str:
+        """The question, the rounds, then the question again (as the text joiner)."""
+        ctx = self.context
+        history = ctx.rendered_rounds()
+        return f"Question: {ctx.question}\n{history}\nAnswer the question: {ctx.question}\n"
+
+    def llm_request(self) -> LLMRequest:
+        """A completion prompt ending with ``Answer:`` and the answer's grammar."""
+        from llm_compiler.dialects import prompting
+        from llm_compiler.dialects.thought_action import JOIN_STOP
+
+        ctx = self.context
+        prompt = prompting.completion_prompt(self.system(), ctx.history, self.request())
+        return LLMRequest(
+            prompt=prompt + "Answer:", stop=JOIN_STOP, extras={"grammar": answer_grammar(ctx)}
+        )
+
+
+def parse_selected(text: str) -> JoinerDecision:
+    """The rendered answer as a decision to finish (a Thought/Action reply, from a
+    model without the grammar, is read as such)."""
+    from llm_compiler.dialects.thought_action import parse_joiner_output
+
+    if re.search(r"(?i)\b(?:action|thought)\s*:", text):
+        return parse_joiner_output(text)
+    answer = text.strip().removeprefix("Answer:").strip()
+    return JoinerDecision("finish", answer)
+
+
+def _record(head: str) -> RoundRecord | None:
+    """The tasks and observations of an example's text."""
+    tasks: list[TaskRecord] = []
+    for line in head.strip().splitlines()[1:]:
+        m = re.match(r"(\d+)\.\s*(\w+)\(", line)
+        if m:
+            tasks.append(TaskRecord(int(m.group(1)), m.group(2), line.strip()))
+        elif line.startswith("Observation:") and tasks:
+            last = tasks[-1]
+            tasks[-1] = TaskRecord(last.id, last.tool, last.text, line[12:].strip())
+    return RoundRecord(tasks=tasks) if tasks else None
