@@ -18,6 +18,7 @@ from pydantic import BaseModel, create_model
 
 from llm_compiler.demo import tools as demo_tools
 from llm_compiler.dialects.grammar import (
+    MAX_STRING,
     gbnf_literal,
     joiner_grammar,
     json_line_tools,
@@ -157,6 +158,18 @@ DEMO_REJECTS = [
 @pytest.mark.parametrize("text", DEMO_REJECTS)
 def test_demo_grammar_rejects(text):
     assert not accepts(plan_grammar(demo_tools.TOOLS), text)
+
+
+@pytest.mark.parametrize("names", [{}, {"names": ["Danube"]}])
+def test_a_string_argument_ends_within_max_string_characters(names):
+    """A small model denied the value it wanted once wrote one string for 209 s. (A
+    copied name may start the string: the rest after it has the bound.)"""
+    g = plan_grammar(demo_tools.TOOLS, **names)
+    for start in ("the river ", "Danube "):
+        fits = (start + "x" * MAX_STRING)[:MAX_STRING]
+        assert accepts(g, f'1. search("{fits}")\n2. join()\n{END}')
+        longer = fits + "x" * len("Danube ")
+        assert not accepts(g, f'1. search("{longer}")\n2. join()\n{END}')
 
 
 def test_typed_values_enums_and_literals():

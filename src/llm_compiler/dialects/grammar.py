@@ -41,10 +41,13 @@ DEFAULT_MAX_TASKS = 10
 #: What a grounded answer says when the observations do not answer the question.
 NOT_FOUND = "could not find"
 
+#: Most characters of a string argument in a constrained plan (a small model denied the
+#: value it wanted may otherwise write one string until its token budget ends: 209 s).
+MAX_STRING = 300
 # Shared terminals. Strings: no raw newline or control characters, and only escapes
 # that mean the same in Python and JSON.
 _TERMINALS = r"""
-str ::= "\"" str-char* "\""
+str ::= "\"" str-char{0,MAX_STRING} "\""
 str-char ::= [^"\\\x00-\x1F\x7F] | "\\" ["\\nrt] | "\\u" [0-9a-fA-F]{4}
 int ::= "-"? ("0" | [1-9] [0-9]{0,17})
 num ::= int ("." [0-9]{1,17})? ([eE] [-+]? [0-9]{1,3})?
@@ -54,10 +57,12 @@ thought ::= "Thought: " [^\n]+ "\n"
 #: codes such as ``USD`` start freely let the model, denied ``Dauphin``, write ``DNR``;
 #: letting a name run on, ``Rhineland``.)
 _NAME_STR = (
-    r'"\"" (name-lit ([^"\\a-zA-Z0-9\x00-\x1F\x7F] str-char*)? '
-    r'| [^"\\A-Z\x00-\x1F\x7F] str-char* '
-    r'| "\\" (["\\nrt] | "u" [0-9a-fA-F]{4}) str-char*)? "\""'
+    r'"\"" (name-lit ([^"\\a-zA-Z0-9\x00-\x1F\x7F] str-char{0,MAX_REST})? '
+    r'| [^"\\A-Z\x00-\x1F\x7F] str-char{0,MAX_REST} '
+    r'| "\\" (["\\nrt] | "u" [0-9a-fA-F]{4}) str-char{0,MAX_REST})? "\""'
 )
+_TERMINALS = _TERMINALS.replace("MAX_STRING", str(MAX_STRING))
+_NAME_STR = _NAME_STR.replace("MAX_REST", str(MAX_STRING - 1))
 #: An arithmetic expression's string: no capital letter (``"MSFT - AAPL"`` names, it does
 #: not compute; functions such as ``sqrt`` and references ``$1`` stay).
 _EXPR_STR = r'"\"" ([^"\\A-Z\x00-\x1F\x7F] | "\\" ["\\nrt])* "\""'
@@ -120,7 +125,8 @@ class _Rules:
             return None
         names = [n for n in self._name_list if n not in values]
         if not names:  # only text that starts with no capital letter
-            return self.add("str-lower", r'"\"" ([^"\\A-Z\x00-\x1F\x7F] str-char*)? "\""')
+            rule = rf'"\"" ([^"\\A-Z\x00-\x1F\x7F] str-char{{0,{MAX_STRING - 1}}})? "\""'
+            return self.add("str-lower", rule)
         lits = " | ".join(gbnf_literal(json.dumps(n, ensure_ascii=False)[1:-1]) for n in names)
         lit = self.add("name-lit-except", lits)
         return self.add("name-str-except", _NAME_STR.replace("name-lit", lit))
