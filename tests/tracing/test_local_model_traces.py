@@ -47,7 +47,8 @@ async def test_a_local_run_is_one_trace_with_its_tokens(server, exporter):
     rounds = tree.children(run, "llm_compiler.round")
     assert len(rounds) == len(summary.rounds) >= 1
     calls = tree.named("llm_compiler.planner") + tree.named("llm_compiler.joiner")
-    assert len(calls) == len(summary.llm_calls) >= 2
+    # The planner's call, and the joiner's unless the rendered answer needed no choice.
+    assert len(calls) == len(summary.llm_calls) >= 1 and tree.named("llm_compiler.planner")
     for call in calls:
         assert tree.parent(call) in rounds
         # llama-cpp-python's server sends no usage report in a stream: counted.
