@@ -276,7 +276,7 @@ def table(rows: dict[str, dict[str, float]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.durable", description=__doc__)
-    parser.add_argument("--runs", type=int, default=25, help="runs per latency point")
+    parser.add_argument("--runs", type=int, default=40, help="runs per latency point")
     parser.add_argument("--scale-total", type=int, default=48, help="runs per scale-out point")
     parser.add_argument("--scale-sleep", type=float, default=2.0, help="tool seconds")
     parser.add_argument("--scale-cap", type=int, default=4, help="--max-runs per worker")
