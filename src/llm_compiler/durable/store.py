@@ -314,6 +314,8 @@ class JournalStore(AbstractWorkflowStore):
         stored = StoredEvent(run_id=run_id, sequence=seq, timestamp=_at(at), event=event)
         self._events.setdefault(run_id, []).append(stored)
         self.journal.put_event(run_id, seq, at, event.model_dump_json())
+        if seq == 0:  # a stream begins: committed at once, so a resume knows the run ran
+            self.journal.commit_soon()
         self.changed(run_id)
         if self._is_terminal_event(stored):
             self._next.pop(run_id, None)
