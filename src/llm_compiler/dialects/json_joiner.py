@@ -168,9 +168,7 @@ class JsonJoinerInput:
 
     def request(self) -> str:
         """The question, the rounds, then the question again (as the text joiner)."""
-        ctx = self.context
-        history = ctx.rendered_rounds()
-        return f"Question: {ctx.question}\n{history}\nAnswer the question: {ctx.question}\n"
+        return self.context.joiner_request()
 
     def llm_request(self) -> LLMRequest:
         """A chat request with ``response_format``, or a prompt with the GBNF grammar.

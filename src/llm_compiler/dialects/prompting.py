@@ -79,6 +79,13 @@ class PromptContext:
         """
         return render_history(self.rounds, self.max_history_chars)
 
+    def joiner_request(self) -> str:
+        """The question, the rounds, then the question again (every joiner's request)."""
+        return (
+            f"Question: {self.question}\n{self.rendered_rounds()}\n"
+            f"Answer the question: {self.question}\n"
+        )
+
 
 def preamble(system_prompt: str | None) -> str:
     """The user's system prompt as the first paragraph, or nothing."""

@@ -375,9 +375,7 @@ class SelectJoinerInput:
 
     def request(self) -> str:
         """The question, the rounds, then the question again (as the text joiner)."""
-        ctx = self.context
-        history = ctx.rendered_rounds()
-        return f"Question: {ctx.question}\n{history}\nAnswer the question: {ctx.question}\n"
+        return self.context.joiner_request()
 
     def llm_request(self) -> LLMRequest:
         """A completion prompt ending with ``Answer:`` and the answer's grammar."""

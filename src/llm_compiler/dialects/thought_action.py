@@ -91,9 +91,7 @@ class JoinerInput:
         Restating the question right before the reply measurably helps small models,
         which otherwise answer only about the last observation they read.
         """
-        ctx = self.context
-        history = ctx.rendered_rounds()
-        return f"Question: {ctx.question}\n{history}\nAnswer the question: {ctx.question}\n"
+        return self.context.joiner_request()
 
     def llm_request(self) -> LLMRequest:
         """Messages for a chat model; a prompt ending in ``Thought:`` for the others.
