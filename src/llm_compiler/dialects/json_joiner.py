@@ -29,6 +29,7 @@ from llm_compiler.dialects.thought_action import (
     END_OF_RESPONSE,
     JOIN_STOP,
     JOINER_EXAMPLES,
+    example_replies,
     parse_joiner_output,
 )
 
@@ -114,11 +115,7 @@ def json_examples(examples: str) -> str:
     states, in the order it states them.
     """
     out = []
-    for block in examples.split(END_OF_RESPONSE):
-        head, sep, reply = block.partition("\nThought:")
-        if not sep or not head.strip():
-            continue
-        decision = parse_joiner_output("Thought:" + reply)
+    for head, decision in example_replies(examples):
         observed = [
             line[12:].strip() for line in head.splitlines() if line.startswith("Observation:")
         ]

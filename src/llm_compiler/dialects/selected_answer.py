@@ -321,14 +321,10 @@ def select_examples(examples: str, tools: Sequence[Any] = ()) -> str:
     """Thought/Action joiner examples as this joiner answers them: each ``Finish``
     example's rendered answer, quoting the sentences that share a word or number with
     its answer; ``Replan`` examples are left out."""
-    from llm_compiler.dialects.thought_action import END_OF_RESPONSE, parse_joiner_output
+    from llm_compiler.dialects.thought_action import END_OF_RESPONSE, example_replies
 
     out = []
-    for block in examples.split(END_OF_RESPONSE):
-        head, sep, reply = block.partition("\nThought:")
-        if not sep or not head.strip():
-            continue
-        decision = parse_joiner_output("Thought:" + reply)
+    for head, decision in example_replies(examples):
         if decision.action != "finish":
             continue
         record = _record(head)

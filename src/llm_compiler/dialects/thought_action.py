@@ -173,3 +173,14 @@ def parse_joiner_output(text: str) -> JoinerDecision:
     if action == "finish" and not body:
         body = thought or ""
     return JoinerDecision(action, body, thought)
+
+
+def example_replies(examples: str) -> list[tuple[str, JoinerDecision]]:
+    """Each Thought/Action joiner example of `examples` as (its question and
+    observations, its parsed reply); blocks without a reply are skipped."""
+    out = []
+    for block in examples.split(END_OF_RESPONSE):
+        head, sep, reply = block.partition("\nThought:")
+        if sep and head.strip():
+            out.append((head, parse_joiner_output("Thought:" + reply)))
+    return out
