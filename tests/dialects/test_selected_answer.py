@@ -202,7 +202,8 @@ def test_a_replan_cannot_write_a_call_that_found_nothing_again():
     assert ok('lookup($1, "height_m")')
 
 
-def test_the_planner_of_a_replan_gets_the_exclusions():
+def yangtze_replan_grammar() -> str:
+    """The demo planner's grammar for the replan of the Yangtze question."""
     dialect = LLMCompilerDialect(demo_tools.PLANNER_EXAMPLES)
     planner = PlannerContext(
         prompt=yangtze(),
@@ -212,7 +213,11 @@ def test_the_planner_of_a_replan_gets_the_exclusions():
         known_ids=frozenset({1, 2, 3}),
         constrained=True,
     )
-    grammar = dialect.planner_request(planner).extras["grammar"]
+    return str(dialect.planner_request(planner).extras["grammar"])
+
+
+def test_the_planner_of_a_replan_gets_the_exclusions():
+    grammar = yangtze_replan_grammar()
     assert not accepts(
         grammar,
         f'4. lookup("Yangtze", "height_m")\n5. calculator("$1 - $4")\n6. join()\n{END_OF_PLAN}',
@@ -257,16 +262,7 @@ def test_an_answer_about_part_of_a_question_says_what_it_could_not_find():
 
 
 def test_a_replan_cannot_refer_to_a_result_that_failed():
-    dialect = LLMCompilerDialect(demo_tools.PLANNER_EXAMPLES)
-    planner = PlannerContext(
-        prompt=yangtze(),
-        tools=[to_tool(t) for t in demo_tools.TOOLS],
-        round=1,
-        next_id=4,
-        known_ids=frozenset({1, 2, 3}),
-        constrained=True,
-    )
-    grammar = dialect.planner_request(planner).extras["grammar"]
+    grammar = yangtze_replan_grammar()
     lookup = '4. lookup("Yangtze", "length_km")\n'
     assert not accepts(grammar, f'{lookup}5. calculator("$1 - $2")\n6. join()\n{END_OF_PLAN}')
     assert not accepts(grammar, f"{lookup}5. calculator($2)\n6. join()\n{END_OF_PLAN}")
