@@ -7,9 +7,12 @@ same HTTP and process costs); Postgres is a throwaway cluster on this machine, o
 ``fsync=off`` and once with ``fsync=on`` (every commit flushed, as in production).
 
 * **Cost** (served and in-process): one client runs plans of 1 and of 9 parallel instant
-  lookups, one run after another. Per store, the median run latency L(1), L(9); per extra
-  parallel task = (L(9) - L(1)) / 8; per run = L(1) - per task. The durable store's extra
-  is its figure minus memory's; the 1-task ratio is L(1) / L(1) in memory.
+  lookups, one run at a time, round by round: each round runs every store and plan size
+  once (each its own server process, or its own runtime in this process), in a rotating
+  order, so the drift of a shared machine lands on all alike. Per store, the median run
+  latency L(1), L(9); per extra parallel task = (L(9) - L(1)) / 8; per run = L(1) - per
+  task. The durable store's extra is its figure minus memory's; the 1-task ratio is L(1) /
+  L(1) in memory. In brackets, a 90 % interval of each: a bootstrap over the rounds.
 * **CPU per run**, per process: the server's (user + system, from /proc) and, on Postgres,
   the database's (the postmaster and its backends), over the 9-task runs; runs/s per
   core = 1 / (the sum).
@@ -22,18 +25,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import functools
 import itertools
 import json
 import os
 import platform
+import random
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -127,9 +132,9 @@ def server(store: str, tasks: int = 3, *extra: str, sleep: float = 0) -> Iterato
             proc.wait()
 
 
-async def one_run(client: httpx.AsyncClient, i: int) -> None:
+async def one_run(client: httpx.AsyncClient, question: str | int) -> None:
     r = await client.post(
-        "/workflows/compiler/run-nowait", json={"start_event": {"user_msg": f"q{i}"}}
+        "/workflows/compiler/run-nowait", json={"start_event": {"user_msg": f"q{question}"}}
     )
     r.raise_for_status()
     handler_id = r.json()["handler_id"]
@@ -143,63 +148,158 @@ async def one_run(client: httpx.AsyncClient, i: int) -> None:
         raise RuntimeError(f"run {handler_id} did not finish: {last[:200]}")
 
 
-async def sequential(url: str, runs: int) -> float:
-    """Median seconds per run, one client, after two warm-up runs (the median: on a shared
-    machine a burst of other work lands on a few runs, not on the typical one)."""
-    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
-        await one_run(client, -1)
-        await one_run(client, -2)
-        times = []
-        for i in range(runs):
-            start = time.perf_counter()
-            await one_run(client, i)
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
+def served_costs(
+    stores: dict[str, tuple[Callable[[int], str], int | None]], runs: int
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Run latencies of every store's 1- and 9-task server (each its own process and store,
+    given by the store's function of the plan size), interleaved; and per store the 9-task
+    runs' CPU per run (ms) of the server and of the database (pid None: no database)."""
+    with ExitStack() as stack:
+        procs = {
+            (name, tasks): stack.enter_context(server(spec(tasks), tasks))
+            for name, (spec, _) in stores.items()
+            for tasks in (1, 9)
+        }
+        probes = {
+            (name, 9): functools.partial(tree_cpu, db_pid)
+            for name, (_, db_pid) in stores.items()
+            if db_pid
+        }
+        before = {key: cpu(pid) for key, (_, pid) in procs.items()}
 
+        async def measure() -> tuple[dict[Point, list[float]], dict[Point, float]]:
+            async with AsyncExitStack() as clients:
+                points: dict[Point, Callable[[str], Awaitable[None]]] = {}
+                for key, (url, _) in procs.items():
+                    client = await clients.enter_async_context(
+                        httpx.AsyncClient(base_url=url, timeout=120)
+                    )
+                    points[key] = functools.partial(one_run, client)
+                return await interleave(points, runs, probes)
 
-def served_cost(store: str, runs: int, db_pid: int | None) -> dict[str, float]:
-    """L(1), L(9) (ms) and the 9-task runs' CPU per run (ms) of the server and database."""
-    out: dict[str, float] = {}
-    for tasks in (1, 9):
-        with server(store, tasks) as (url, pid):
-            before = (cpu(pid), tree_cpu(db_pid) if db_pid else 0.0)
-            out[f"L{tasks}_ms"] = asyncio.run(sequential(url, runs)) * 1000
-            if tasks == 9:
-                warm = 2  # the warm-up runs are counted in the CPU, so count them in
-                out["worker_cpu_ms"] = (cpu(pid) - before[0]) * 1000 / (runs + warm)
-                db = (tree_cpu(db_pid) - before[1]) if db_pid else 0.0
-                out["db_cpu_ms"] = db * 1000 / (runs + warm)
-    return out
+        samples, db_cpu = asyncio.run(measure())
+        counted = runs + 2  # the warm-up runs are in the server's CPU, so count them
+        cpu_rows = {
+            name: {
+                "worker_cpu_ms": (cpu(procs[name, 9][1]) - before[name, 9]) * 1000 / counted,
+                "db_cpu_ms": db_cpu.get((name, 9), 0.0) * 1000 / runs,
+            }
+            for name in stores
+        }
+    rows = summarize(samples)
+    for name, extra in cpu_rows.items():
+        rows[name].update(extra)
+        rows[name]["runs_per_s_per_core"] = 1000 / (extra["worker_cpu_ms"] + extra["db_cpu_ms"])
+    return rows, cpu_rows
 
 
 # ----------------------------------------------------------------------------- in process
 
 
-async def in_process(store: str | None, runs: int) -> dict[str, float]:
-    """L(1), L(9) (ms) of runs in this process, on the memory runtime or a journal."""
+async def in_process(
+    stores: dict[str, Callable[[int], str] | None], runs: int
+) -> dict[str, dict[str, float]]:
+    """Run latencies in this process (the memory runtime, or a journal per store and plan
+    size, all launched together), interleaved like the served ones. A run's lazy commit (its
+    record, after the answer) is flushed before the next run, untimed: in one process it
+    would otherwise land in another store's run."""
     from workflows.plugins.basic import BasicRuntime
 
     from llm_compiler.durable import durable_runtime
 
-    out: dict[str, float] = {}
-    for tasks in (1, 9):
-        runtime: Any = durable_runtime(store) if store else BasicRuntime()
-        wf = make(tasks, runtime=runtime, workflow_name=f"bench{tasks}")
-        if store:
-            await runtime.launch()
-        try:
-            for i in range(2):
-                await wf.run(user_msg=f"warm {i}", run_id=f"warm-{tasks}-{i}-{time.time()}")
-            times = []
-            for i in range(runs):
-                start = time.perf_counter()
-                await wf.run(user_msg=f"q{i}", run_id=f"r-{tasks}-{i}-{time.time()}")
-                times.append(time.perf_counter() - start)
-            out[f"L{tasks}_ms"] = statistics.median(times) * 1000
-        finally:
-            if store:
-                await runtime.destroy()
-    return out
+    runtimes: list[Any] = []
+    points: dict[Point, Callable[[str], Awaitable[None]]] = {}
+    settle: dict[Point, Callable[[], Awaitable[None]]] = {}
+    for name, spec in stores.items():
+        for tasks in (1, 9):
+            runtime: Any = durable_runtime(spec(tasks)) if callable(spec) else BasicRuntime()
+            if callable(spec):
+                await runtime.launch()
+                runtimes.append(runtime)
+                settle[name, tasks] = runtime.journal.commit
+            wf = make(tasks, runtime=runtime, workflow_name=f"bench{tasks}")
+            points[name, tasks] = functools.partial(_local_run, wf)
+    try:
+        samples, _ = await interleave(points, runs, settle=settle)
+    finally:
+        for runtime in runtimes:
+            await runtime.destroy()
+    return summarize(samples)
+
+
+async def _local_run(wf: LLMCompilerWorkflow, label: str) -> None:
+    await wf.run(user_msg=label, run_id=f"{label}-{time.time_ns()}")
+
+
+# ----------------------------------------------------------------------------- interleaving
+
+Point = tuple[str, int]  # (store, tasks)
+
+
+async def interleave(
+    points: dict[Point, Callable[[str], Awaitable[None]]],
+    runs: int,
+    probes: dict[Point, Callable[[], float]] | None = None,
+    settle: dict[Point, Callable[[], Awaitable[None]]] | None = None,
+) -> tuple[dict[Point, list[float]], dict[Point, float]]:
+    """Seconds of each run of every point, taken round by round (one run of each point per
+    round, the order rotating), so drift on a shared machine lands on all points alike.
+
+    Two warm-up runs per point first. `probes` read a counter (CPU seconds) before and after
+    each timed run of their point, outside the timing; their summed deltas are returned.
+    `settle` is awaited after each run of its point, untimed (a journal's commit that would
+    otherwise land in the next point's run).
+    """
+    keys = list(points)
+    for key in keys:
+        for i in range(2):
+            await points[key](f"warm-{i}")
+    samples: dict[Point, list[float]] = {key: [] for key in keys}
+    probed: dict[Point, float] = dict.fromkeys(probes or {}, 0.0)
+    for r in range(runs):
+        shift = r % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            probe = (probes or {}).get(key)
+            before = probe() if probe else 0.0
+            start = time.perf_counter()
+            await points[key](f"q{r}")
+            samples[key].append(time.perf_counter() - start)
+            if probe:
+                probed[key] += probe() - before
+            if settle and key in settle:
+                await settle[key]()
+    return samples, probed
+
+
+def summarize(
+    samples: dict[Point, list[float]], base: str = "memory", resamples: int = 2000
+) -> dict[str, dict[str, float]]:
+    """Medians (ms), the derived costs over `base`, and 90 % intervals of the extra per
+    parallel task and of the 1-task ratio: a bootstrap over rounds (one round's runs of all
+    points drawn together, keeping the pairing the interleaving made)."""
+    names = list(dict.fromkeys(name for name, _ in samples))
+    runs = min(len(v) for v in samples.values())
+
+    def derived(pick: list[int]) -> dict[str, tuple[float, float]]:
+        med = {k: statistics.median(v[i] for i in pick) * 1000 for k, v in samples.items()}
+        per_task = {n: (med[n, 9] - med[n, 1]) / 8 for n in names}
+        return {n: (per_task[n] - per_task[base], med[n, 1] / med[base, 1]) for n in names}
+
+    rows: dict[str, dict[str, float]] = {}
+    for name in names:
+        rows[name] = {
+            "L1_ms": statistics.median(samples[name, 1]) * 1000,
+            "L9_ms": statistics.median(samples[name, 9]) * 1000,
+        }
+    derive(rows, base)
+    rng = random.Random(0)
+    draws = [derived([rng.randrange(runs) for _ in range(runs)]) for _ in range(resamples)]
+    for name in names:
+        for j, field in enumerate(("extra_per_task_ms", "ratio_1_task")):
+            values = sorted(d[name][j] for d in draws)
+            rows[name][f"{field}_lo"] = values[int(0.05 * resamples)]
+            rows[name][f"{field}_hi"] = values[int(0.95 * resamples) - 1]
+    return rows
 
 
 # ----------------------------------------------------------------------------- scale-out
@@ -255,6 +355,13 @@ def derive(rows: dict[str, dict[str, float]], base: str = "memory") -> None:
             row["runs_per_s_per_core"] = 1000 / (row["worker_cpu_ms"] + row["db_cpu_ms"])
 
 
+def interval(row: dict[str, float], field: str, spec: str) -> str:
+    """`(lo to hi)` of a 90 % interval, if the row has one."""
+    if f"{field}_lo" not in row or row[f"{field}_lo"] == row[f"{field}_hi"]:
+        return ""
+    return f"({row[f'{field}_lo']:{spec}} to {row[f'{field}_hi']:{spec}})"
+
+
 def table(rows: dict[str, dict[str, float]]) -> str:
     lines = [
         "| store | 1-task run | 9-task run | extra per parallel task | extra per run | 1-task vs "
@@ -268,15 +375,16 @@ def table(rows: dict[str, dict[str, float]]) -> str:
             cpu_cols += f"{r['runs_per_s_per_core']:.0f}"
         lines.append(
             f"| {name} | {r['L1_ms']:.1f} ms | {r['L9_ms']:.1f} ms | "
-            f"{r['extra_per_task_ms']:+.2f} ms | {r['extra_per_run_ms']:+.1f} ms | "
-            f"{r['ratio_1_task']:.2f}x | {cpu_cols} |"
+            f"{r['extra_per_task_ms']:+.2f} ms {interval(r, 'extra_per_task_ms', '+.1f')} | "
+            f"{r['extra_per_run_ms']:+.1f} ms | "
+            f"{r['ratio_1_task']:.2f}x {interval(r, 'ratio_1_task', '.2f')} | {cpu_cols} |"
         )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.durable", description=__doc__)
-    parser.add_argument("--runs", type=int, default=40, help="runs per latency point")
+    parser.add_argument("--runs", type=int, default=80, help="runs per latency point")
     parser.add_argument("--scale-total", type=int, default=48, help="runs per scale-out point")
     parser.add_argument("--scale-sleep", type=float, default=2.0, help="tool seconds")
     parser.add_argument("--scale-cap", type=int, default=4, help="--max-runs per worker")
@@ -296,26 +404,34 @@ def main(argv: list[str] | None = None) -> int:
 
     load = os.getloadavg()
     started = datetime.datetime.now(datetime.UTC)
-    served: dict[str, dict[str, float]] = {}
-    local: dict[str, dict[str, float]] = {}
     with (
         tempfile.TemporaryDirectory() as tmp,
         throwaway_postgres() as pg,
         throwaway_postgres(fsync=True) as pg_sync,
     ):
-        served["memory"] = served_cost("memory", args.runs, None)
-        served["SQLite"] = served_cost(f"sqlite:///{Path(tmp) / 's.db'}", args.runs, None)
-        served["Postgres, fsync off"] = served_cost(pg.new_database(), args.runs, pg.pid)
-        served["Postgres, fsync on"] = served_cost(pg_sync.new_database(), args.runs, pg_sync.pid)
-        local["memory"] = asyncio.run(in_process(None, args.runs))
-        local["SQLite"] = asyncio.run(in_process(f"sqlite:///{Path(tmp) / 'l.db'}", args.runs))
-        local["Postgres, fsync off"] = asyncio.run(in_process(pg.new_database(), args.runs))
-        local["Postgres, fsync on"] = asyncio.run(in_process(pg_sync.new_database(), args.runs))
+        served, _ = served_costs(
+            {
+                "memory": (lambda _: "memory", None),
+                "SQLite": (lambda tasks: f"sqlite:///{Path(tmp) / f's{tasks}.db'}", None),
+                "Postgres, fsync off": (lambda _: pg.new_database(), pg.pid),
+                "Postgres, fsync on": (lambda _: pg_sync.new_database(), pg_sync.pid),
+            },
+            args.runs,
+        )
+        local = asyncio.run(
+            in_process(
+                {
+                    "memory": None,
+                    "SQLite": lambda tasks: f"sqlite:///{Path(tmp) / f'l{tasks}.db'}",
+                    "Postgres, fsync off": lambda _: pg.new_database(),
+                    "Postgres, fsync on": lambda _: pg_sync.new_database(),
+                },
+                args.runs,
+            )
+        )
         scale = scale_out(
             pg, args.scale_total, args.scale_sleep, args.scale_cap, args.scale_clients
         )
-    derive(served)
-    derive(local)
     print(
         f"Served ({started:%Y-%m-%d %H:%M} UTC, {platform.node()}, {os.cpu_count()} cores, "
         f"load {load[0]:.1f}):"
