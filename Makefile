@@ -6,12 +6,15 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 # Re-install when the pins or the project metadata change.
 STAMP       := $(VENV)/.stamp-core
 LOCAL_STAMP := $(VENV)/.stamp-local
+# LangGraph for the durable benchmark's comparison, apart from the project's dependencies.
+LG_VENV  := .venv-langgraph
+LG_STAMP := $(LG_VENV)/.stamp
 
 # A variable's text as typed, for inside single quotes: $(value) keeps make from expanding
 # it and each ' becomes '\'' (so `make demo Q="What's 2 + 2?"` reaches the demo intact).
 sh_quote = $(subst ','\'',$(value $(1)))
 
-.PHONY: bench-model install install-local install-browser install-postgres test test-fast fuzz demo demo-mcp eval bench serve-llm serve lint format clean
+.PHONY: bench-langgraph-venv bench-model install install-local install-browser install-postgres test test-fast fuzz demo demo-mcp eval bench serve-llm serve lint format clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +32,11 @@ $(LOCAL_STAMP): $(STAMP) requirements-local.lock src/llm_compiler/models/build.p
 	$(BIN)/python -m llm_compiler.models.build --no-check
 	$(PIP) install -r requirements-local.lock
 	$(BIN)/python -m llm_compiler.models.build
+	touch $@
+
+$(LG_STAMP): benchmarks/langgraph-requirements.txt
+	test -x $(LG_VENV)/bin/python || $(PYTHON) -m venv $(LG_VENV)
+	$(LG_VENV)/bin/python -m pip --disable-pip-version-check -q install -r $<
 	touch $@
 
 install: $(STAMP)
@@ -80,8 +88,12 @@ eval: install
 	$(BIN)/python -m evals.own_tools
 	$(BIN)/python -m evals.answers
 
+## The benchmarks; the durable one compares LangGraph's Postgres checkpointer on the same
+## fan-out when .venv-langgraph installs (never fatal: without it that table is skipped).
 bench: install
 	@$(MAKE) --no-print-directory install-postgres
+	@$(MAKE) --no-print-directory bench-langgraph-venv || \
+		echo "WARNING: .venv-langgraph could not be installed; the LangGraph table will be skipped."
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.serving
 	$(BIN)/python -m benchmarks.tracing
@@ -103,6 +115,9 @@ install-postgres:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			--no-install-recommends postgresql) || \
 		echo "WARNING: postgresql could not be installed; the durable-run tests will be skipped."
+
+## LangGraph and its Postgres checkpointer in .venv-langgraph (benchmarks/langgraph_pg.py).
+bench-langgraph-venv: $(LG_STAMP)
 
 ## The embedded model server's own speed (prompt and generation tokens/s, first task,
 ## answer) on the installed llama.cpp build: benchmarks/results/model_speed.json.
@@ -128,4 +143,4 @@ format: install
 	$(BIN)/python -m ruff format src tests examples benchmarks evals
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(LG_VENV) .pytest_cache .ruff_cache

@@ -18,6 +18,9 @@ same HTTP and process costs); Postgres is a throwaway cluster on this machine, o
   core = 1 / (the sum).
 * **Scale-out**: tools that sleep (I/O-bound), ``--max-runs`` per worker, many clients:
   runs/s of one worker and of two sharing one Postgres.
+* **LangGraph** on the same fan-out, in process, for comparison (``benchmarks/langgraph_pg.py``
+  in ``.venv-langgraph``; skipped without it): no checkpointer, ``InMemorySaver`` and
+  ``AsyncPostgresSaver`` on both clusters, derived the same way.
 """
 
 from __future__ import annotations
@@ -339,6 +342,30 @@ def scale_out(pg: Any, total: int, sleep: float, cap: int, clients: int) -> dict
     return out
 
 
+# ----------------------------------------------------------------------------- LangGraph
+
+LANGGRAPH_PYTHON = ROOT / ".venv-langgraph" / "bin" / "python"
+
+
+def langgraph_rows(dsn_off: str, dsn_on: str, runs: int) -> dict[str, Any]:
+    """LangGraph's checkpointers on the same fan-out in process (``benchmarks/langgraph_pg.py``
+    in ``.venv-langgraph``, on fresh databases of the fsync off and on clusters): its JSON
+    report (``versions``, ``rows`` as :func:`derive` makes them, over LangGraph without a
+    checkpointer), or {} without that venv or when the script fails (said in one line)."""
+    if not LANGGRAPH_PYTHON.exists():
+        print("LangGraph comparison skipped: no .venv-langgraph (make bench-langgraph-venv)")
+        return {}
+    cmd = [str(LANGGRAPH_PYTHON), str(ROOT / "benchmarks" / "langgraph_pg.py")]
+    cmd += ["--runs", str(runs), "--dsn", f"fsync off={dsn_off}", "--dsn", f"fsync on={dsn_on}"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"LangGraph comparison skipped: benchmarks/langgraph_pg.py failed: {last}")
+        return {}
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
 # ----------------------------------------------------------------------------- report
 
 
@@ -429,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.runs,
             )
         )
+        # LangGraph on the same fan-out, in its own venv (its own table below).
+        langgraph = langgraph_rows(pg.new_database(), pg_sync.new_database(), args.runs)
         scale = scale_out(
             pg, args.scale_total, args.scale_sleep, args.scale_cap, args.scale_clients
         )
@@ -444,6 +473,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.scale_clients} clients): 1 worker {scale['runs_per_s_1w']:.2f} runs/s, "
         f"2 workers {scale['runs_per_s_2w']:.2f} runs/s ({scale['scale_out']:.2f}x)"
     )
+    if langgraph:
+        versions = ", ".join(f"{k} {v}" for k, v in langgraph["versions"].items())
+        print(f"\nLangGraph, same fan-out, in process ({versions}; over no checkpointer):")
+        print(table(langgraph["rows"]))
     results = {
         "date": started.isoformat(timespec="minutes"),
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores",
@@ -451,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         "served": served,
         "in_process": local,
         "scale_out": scale,
+        "langgraph": langgraph,
     }
     out = Path(__file__).parent / "results" / "durable.json"
     out.write_text(json.dumps(results, indent=2) + "\n")

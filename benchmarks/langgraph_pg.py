@@ -1,0 +1,188 @@
+"""LangGraph's checkpointers on the fan-out of ``benchmarks/durable.py``, for comparison.
+
+``.venv-langgraph/bin/python benchmarks/langgraph_pg.py --dsn [LABEL=]postgresql://... [--runs N]``
+(``make bench-langgraph-venv`` makes that venv; this script imports neither llm_compiler nor
+llama-index, and ``python -m benchmarks.durable`` runs it when the venv exists).
+
+The graph: a ``plan`` node, N parallel instant ``fetch`` nodes (``Send``, each returning a
+string), a ``join`` node, END: the shape of ``durable.make(tasks)``'s plan. Per variant (no
+checkpointer, ``InMemorySaver``, ``AsyncPostgresSaver`` per ``--dsn`` and durability mode)
+and N in (1, 9): the median wall time of ``await graph.ainvoke(...)`` over ``--runs`` runs,
+each on a fresh thread id, after two warm-up runs. The variants take turns round by round,
+in rotating order, so drift on a shared machine hits all alike. Derived as ``durable.derive``
+does: per task = (L9 - L1) / 8, per run = L1 - per task, extras and the 1-task ratio over
+the graph without a checkpointer. Durability ``async`` is LangGraph's default (a superstep's
+checkpoint is written while the next one runs; ``ainvoke`` returns once all are written);
+``sync`` writes it before the next step. Per saver row, ``checkpoints_N`` and
+``write_batches_N`` count ``aput`` and ``aput_writes`` calls per N-task run. Prints JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import operator
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections import Counter
+from contextlib import AsyncExitStack
+from importlib.metadata import version
+from typing import Annotated, Any, TypedDict
+
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
+
+BASE = "LangGraph, no checkpointer"
+SIZES = (1, 9)
+
+
+class State(TypedDict, total=False):
+    question: str
+    tasks: int
+    results: Annotated[list[str], operator.add]
+    answer: str
+
+
+class Task(TypedDict):
+    name: str
+
+
+def plan(state: State) -> dict[str, Any]:
+    return {}
+
+
+def fan_out(state: State) -> list[Send]:
+    return [Send("fetch", Task(name=f"v{i}")) for i in range(1, state["tasks"] + 1)]
+
+
+async def fetch(task: Task) -> dict[str, Any]:
+    return {"results": [f"value of {task['name']}"]}
+
+
+def join(state: State) -> dict[str, Any]:
+    return {"answer": ", ".join(state["results"])}
+
+
+def build(checkpointer: Any) -> Any:
+    graph = StateGraph(State)
+    graph.add_node("plan", plan)
+    graph.add_node("fetch", fetch)
+    graph.add_node("join", join)
+    graph.add_edge(START, "plan")
+    graph.add_conditional_edges("plan", fan_out, ["fetch"])
+    graph.add_edge("fetch", "join")
+    graph.add_edge("join", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def counted(saver: Any, calls: Counter[str]) -> Any:
+    """`saver` with its checkpoint writes (``aput``) and task-write batches (``aput_writes``)
+    counted into `calls`."""
+    for name in ("aput", "aput_writes"):
+        method = getattr(saver, name)
+
+        async def wrapper(*args: Any, _method: Any = method, _name: str = name) -> Any:
+            calls[_name] += 1
+            return await _method(*args)
+
+        setattr(saver, name, wrapper)
+    return saver
+
+
+class Variant:
+    def __init__(self, name: str, saver: Any, durability: str | None = None) -> None:
+        self.name, self.durability = name, durability
+        self.calls: Counter[str] = Counter()
+        self.graph = build(counted(saver, self.calls) if saver is not None else None)
+        self.times: dict[int, list[float]] = {n: [] for n in SIZES}
+        self.writes: dict[int, Counter[str]] = {n: Counter() for n in SIZES}
+
+    async def run(self, tasks: int) -> float:
+        config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+        options = {"durability": self.durability} if self.durability else {}
+        self.calls.clear()
+        start = time.perf_counter()
+        out = await self.graph.ainvoke({"question": "q", "tasks": tasks}, config, **options)
+        elapsed = time.perf_counter() - start
+        self.writes[tasks] += self.calls
+        if len(out["results"]) != tasks:
+            raise RuntimeError(f"{self.name}: {len(out['results'])} results for {tasks} tasks")
+        return elapsed
+
+
+def derive(rows: dict[str, dict[str, float]], base: str = BASE) -> None:
+    """As ``benchmarks.durable.derive``: per task, per run, extras over `base`, ratio."""
+    for row in rows.values():
+        row["per_task_ms"] = (row["L9_ms"] - row["L1_ms"]) / 8
+        row["per_run_ms"] = row["L1_ms"] - row["per_task_ms"]
+    for row in rows.values():
+        row["extra_per_task_ms"] = row["per_task_ms"] - rows[base]["per_task_ms"]
+        row["extra_per_run_ms"] = row["per_run_ms"] - rows[base]["per_run_ms"]
+        row["ratio_1_task"] = row["L1_ms"] / rows[base]["L1_ms"]
+
+
+async def measure(dsns: list[str], durabilities: list[str], runs: int) -> dict[str, Any]:
+    async with AsyncExitStack() as stack:
+        variants = [
+            Variant(BASE, None),
+            Variant("LangGraph InMemorySaver", InMemorySaver(), "async"),
+        ]
+        for spec in dsns:
+            label, _, dsn = spec.partition("=") if "=" in spec.split("://")[0] else ("", "", spec)
+            saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(dsn))
+            await saver.setup()
+            name = "LangGraph AsyncPostgresSaver" + (f", {label}" if label else "")
+            for mode in durabilities:
+                suffix = "" if mode == "async" else f", durability={mode}"
+                variants.append(Variant(name + suffix, saver, mode))
+        points = [(v, n) for v in variants for n in SIZES]
+        for v, n in points:
+            for _ in range(2):
+                await v.run(n)
+        for v in variants:
+            v.writes = {n: Counter() for n in SIZES}
+        for i in range(runs):
+            shift = i % len(points)
+            for v, n in points[shift:] + points[:shift]:
+                v.times[n].append(await v.run(n))
+    rows: dict[str, dict[str, float]] = {}
+    for v in variants:
+        row = rows[v.name] = {f"L{n}_ms": statistics.median(v.times[n]) * 1000 for n in SIZES}
+        for n in SIZES if v.durability else ():  # per run: checkpoints, task-write batches
+            row[f"checkpoints_{n}"] = v.writes[n]["aput"] / runs
+            row[f"write_batches_{n}"] = v.writes[n]["aput_writes"] / runs
+    derive(rows)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dsn", action="append", default=[], help="[LABEL=]postgresql://...")
+    parser.add_argument("--runs", type=int, default=40, help="runs per point")
+    parser.add_argument(
+        "--durability", nargs="+", default=["async", "sync"], choices=["async", "sync", "exit"]
+    )
+    args = parser.parse_args(argv)
+    load = os.getloadavg()[0]
+    rows = asyncio.run(measure(args.dsn, args.durability, args.runs))
+    packages = ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-postgres", "psycopg")
+    report = {
+        "versions": {p: version(p) for p in packages},
+        "python": sys.version.split()[0],
+        "runs": args.runs,
+        "load_1min_at_start": load,
+        "base": BASE,
+        "rows": rows,
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
