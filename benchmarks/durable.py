@@ -200,12 +200,14 @@ def served_costs(
 
 
 async def in_process(
-    stores: dict[str, Callable[[int], str] | None], runs: int
+    stores: dict[str, tuple[Callable[[int], str] | None, int | None]], runs: int
 ) -> dict[str, dict[str, float]]:
     """Run latencies in this process (the memory runtime, or a journal per store and plan
-    size, all launched together), interleaved like the served ones. A run's lazy commit (its
-    record, after the answer) is flushed before the next run, untimed: in one process it
-    would otherwise land in another store's run."""
+    size, all launched together; a store is its function of the plan size and its database's
+    pid), interleaved like the served ones, and the 9-task runs' CPU per run of this
+    process and the database. A run's lazy commit (its record, after the answer) is flushed
+    before the next run, untimed: in one process it would otherwise land in another store's
+    run."""
     from workflows.plugins.basic import BasicRuntime
 
     from llm_compiler.durable import durable_runtime
@@ -213,7 +215,7 @@ async def in_process(
     runtimes: list[Any] = []
     points: dict[Point, Callable[[str], Awaitable[None]]] = {}
     settle: dict[Point, Callable[[], Awaitable[None]]] = {}
-    for name, spec in stores.items():
+    for name, (spec, _) in stores.items():
         for tasks in (1, 9):
             runtime: Any = durable_runtime(spec(tasks)) if callable(spec) else BasicRuntime()
             if callable(spec):
@@ -223,11 +225,24 @@ async def in_process(
             wf = make(tasks, runtime=runtime, workflow_name=f"bench{tasks}")
             points[name, tasks] = functools.partial(_local_run, wf)
     try:
-        samples, _ = await interleave(points, runs, settle=settle)
+        probes = {(name, 9): time.process_time for name in stores}
+        samples, used = await interleave(points, runs, probes, settle)
+        db_probes = {
+            (name, 9): functools.partial(tree_cpu, pid) for name, (_, pid) in stores.items() if pid
+        }
+        _, db_used = await interleave(
+            {key: points[key] for key in db_probes}, runs, db_probes, settle
+        )
     finally:
         for runtime in runtimes:
             await runtime.destroy()
-    return summarize(samples)
+    rows = summarize(samples)
+    for name in stores:
+        worker = used[name, 9] * 1000 / runs
+        db = db_used.get((name, 9), 0.0) * 1000 / runs
+        rows[name].update(worker_cpu_ms=worker, db_cpu_ms=db)
+        rows[name]["runs_per_s_per_core"] = 1000 / (worker + db)
+    return rows
 
 
 async def _local_run(wf: LLMCompilerWorkflow, label: str) -> None:
@@ -250,8 +265,8 @@ async def interleave(
 
     Two warm-up runs per point first. `probes` read a counter (CPU seconds) before and after
     each timed run of their point, outside the timing; their summed deltas are returned.
-    `settle` is awaited after each run of its point, untimed (a journal's commit that would
-    otherwise land in the next point's run).
+    `settle` is awaited after each run of its point, untimed but probed (a journal's commit
+    that would otherwise land in the next point's run).
     """
     keys = list(points)
     for key in keys:
@@ -267,10 +282,10 @@ async def interleave(
             start = time.perf_counter()
             await points[key](f"q{r}")
             samples[key].append(time.perf_counter() - start)
-            if probe:
-                probed[key] += probe() - before
             if settle and key in settle:
                 await settle[key]()
+            if probe:
+                probed[key] += probe() - before
     return samples, probed
 
 
@@ -389,10 +404,10 @@ def interval(row: dict[str, float], field: str, spec: str) -> str:
     return f"({row[f'{field}_lo']:{spec}} to {row[f'{field}_hi']:{spec}})"
 
 
-def table(rows: dict[str, dict[str, float]]) -> str:
+def table(rows: dict[str, dict[str, float]], cpu_of: str = "server") -> str:
     lines = [
         "| store | 1-task run | 9-task run | extra per parallel task | extra per run | 1-task vs "
-        "memory | server CPU/run | database CPU/run | runs/s per core |",
+        f"memory | {cpu_of} CPU/run | database CPU/run | runs/s per core |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in rows.items():
@@ -448,10 +463,10 @@ def main(argv: list[str] | None = None) -> int:
         local = asyncio.run(
             in_process(
                 {
-                    "memory": None,
-                    "SQLite": lambda tasks: f"sqlite:///{Path(tmp) / f'l{tasks}.db'}",
-                    "Postgres, fsync off": lambda _: pg.new_database(),
-                    "Postgres, fsync on": lambda _: pg_sync.new_database(),
+                    "memory": (None, None),
+                    "SQLite": (lambda tasks: f"sqlite:///{Path(tmp) / f'l{tasks}.db'}", None),
+                    "Postgres, fsync off": (lambda _: pg.new_database(), pg.pid),
+                    "Postgres, fsync on": (lambda _: pg_sync.new_database(), pg_sync.pid),
                 },
                 args.runs,
             )
@@ -467,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(table(served))
     print("\nIn process:")
-    print(table(local))
+    print(table(local, "process"))
     print(
         f"\nScale-out ({args.scale_sleep:g} s tools, --max-runs {args.scale_cap}, "
         f"{args.scale_clients} clients): 1 worker {scale['runs_per_s_1w']:.2f} runs/s, "
