@@ -1,17 +1,19 @@
 """LangGraph's checkpointers on the fan-out of ``benchmarks/durable.py``, for comparison.
 
-``.venv-langgraph/bin/python benchmarks/langgraph_pg.py --dsn [LABEL=]postgresql://... [--runs N]``
+``.venv-langgraph/bin/python -m benchmarks.langgraph_pg --dsn [LABEL=]postgresql://... [--runs N]``
 (``make bench-langgraph-venv`` makes that venv; this script imports neither llm_compiler nor
-llama-index, and ``python -m benchmarks.durable`` runs it when the venv exists).
+llama-index, only the standard-library ``benchmarks.costs``; ``python -m benchmarks.durable``
+runs it when the venv exists).
 
 The graph: a ``plan`` node, N parallel instant ``fetch`` nodes (``Send``, each returning a
 string), a ``join`` node, END: the shape of ``durable.make(tasks)``'s plan. Per variant (no
 checkpointer, ``InMemorySaver``, ``AsyncPostgresSaver`` per ``--dsn`` and durability mode)
 and N in (1, 9): the median wall time of ``await graph.ainvoke(...)`` over ``--runs`` runs,
 each on a fresh thread id, after two warm-up runs. The variants take turns round by round,
-in rotating order, so drift on a shared machine hits all alike. Derived as ``durable.derive``
-does: per task = (L9 - L1) / 8, per run = L1 - per task, extras and the 1-task ratio over
-the graph without a checkpointer. Durability ``async`` is LangGraph's default (a superstep's
+in rotating order, so drift on a shared machine hits all alike. Derived by
+``benchmarks.costs.summarize``, as for the durable stores: per task = (L9 - L1) / 8, per
+run = L1 - per task, extras and the 1-task ratio over the graph without a checkpointer,
+with 90 % intervals. Durability ``async`` is LangGraph's default (a superstep's
 checkpoint is written while the next one runs; ``ainvoke`` returns once all are written);
 ``sync`` writes it before the next step. Per saver row, ``checkpoints_N`` and
 ``write_batches_N`` count ``aput`` and ``aput_writes`` calls per N-task run. Prints JSON.
@@ -24,7 +26,6 @@ import asyncio
 import json
 import operator
 import os
-import statistics
 import sys
 import time
 import uuid
@@ -37,6 +38,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
+
+from benchmarks.costs import summarize
 
 BASE = "LangGraph, no checkpointer"
 SIZES = (1, 9)
@@ -116,17 +119,6 @@ class Variant:
         return elapsed
 
 
-def derive(rows: dict[str, dict[str, float]], base: str = BASE) -> None:
-    """As ``benchmarks.durable.derive``: per task, per run, extras over `base`, ratio."""
-    for row in rows.values():
-        row["per_task_ms"] = (row["L9_ms"] - row["L1_ms"]) / 8
-        row["per_run_ms"] = row["L1_ms"] - row["per_task_ms"]
-    for row in rows.values():
-        row["extra_per_task_ms"] = row["per_task_ms"] - rows[base]["per_task_ms"]
-        row["extra_per_run_ms"] = row["per_run_ms"] - rows[base]["per_run_ms"]
-        row["ratio_1_task"] = row["L1_ms"] / rows[base]["L1_ms"]
-
-
 async def measure(dsns: list[str], durabilities: list[str], runs: int) -> dict[str, Any]:
     async with AsyncExitStack() as stack:
         variants = [
@@ -151,13 +143,11 @@ async def measure(dsns: list[str], durabilities: list[str], runs: int) -> dict[s
             shift = i % len(points)
             for v, n in points[shift:] + points[:shift]:
                 v.times[n].append(await v.run(n))
-    rows: dict[str, dict[str, float]] = {}
+    rows = summarize({(v.name, n): v.times[n] for v in variants for n in SIZES}, BASE)
     for v in variants:
-        row = rows[v.name] = {f"L{n}_ms": statistics.median(v.times[n]) * 1000 for n in SIZES}
         for n in SIZES if v.durability else ():  # per run: checkpoints, task-write batches
-            row[f"checkpoints_{n}"] = v.writes[n]["aput"] / runs
-            row[f"write_batches_{n}"] = v.writes[n]["aput_writes"] / runs
-    derive(rows)
+            rows[v.name][f"checkpoints_{n}"] = v.writes[n]["aput"] / runs
+            rows[v.name][f"write_batches_{n}"] = v.writes[n]["aput_writes"] / runs
     return rows
 
 
