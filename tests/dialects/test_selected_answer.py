@@ -321,3 +321,21 @@ def test_a_calculation_writes_only_numbers_of_the_question_and_of_findings():
     )
     assert accepts(replan, f'3. calculator("512.0 - 229.5")\n4. join()\n{END_OF_PLAN}')
     assert not accepts(replan, f'3. calculator("512.0 - 229")\n4. join()\n{END_OF_PLAN}')
+
+
+def test_the_note_on_what_was_not_found_names_only_names_of_the_question():
+    brazil = "Brazil: Country in South America. Capital: Brasília. Population: about 203 million."
+    ctx = context(
+        "What is the population of Brazil?",
+        T(1, "search", '1. search("Brazil")', brazil),
+        T(2, "lookup", '2. lookup("population", "area_km2")', "Error: no entry", is_error=True),
+    )
+    answer = selected_answer(ctx)
+    assert answer is not None and "203 million" in answer
+    assert "could not find" not in answer  # "population" is no name the question wrote
+    peru = context(
+        "What are the populations of Egypt and Peru?",
+        T(1, "search", '1. search("Egypt")', EGYPT),
+        T(2, "search", '2. search("Peru")', "No entry for 'Peru'."),
+    )
+    assert 'I could not find "Peru".' in (selected_answer(peru) or answer_grammar(peru))

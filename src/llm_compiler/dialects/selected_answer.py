@@ -30,7 +30,12 @@ from typing import Any
 
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest
 from llm_compiler.dialects.grammar import NOT_FOUND, gbnf_literal
-from llm_compiler.dialects.grounding import asks_quantity, compute_tool, found_nothing
+from llm_compiler.dialects.grounding import (
+    answer_names,
+    asks_quantity,
+    compute_tool,
+    found_nothing,
+)
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
 
 #: Most sentences an observation offers, most characters of one, and most a part quotes.
@@ -223,10 +228,11 @@ def units(text: str) -> list[str]:
 
 def _looked_for(context: PromptContext, only_named: bool = False) -> list[str]:
     """What the lookups that found nothing looked for (their first text argument):
-    with `only_named`, only what the question names and no lookup found."""
+    with `only_named`, only names the question writes as names (capitalized: not a
+    lowercase word such as "population" that a lookup took for one) that no lookup
+    found."""
     records = [t for r in context.rounds for t in r.tasks]
     ids = [t.id for t in records]
-    question = f" {_norm(context.question)} "
     found: set[str] = set()
     looked: list[str] = []
     for record in records:
@@ -243,10 +249,11 @@ def _looked_for(context: PromptContext, only_named: bool = False) -> list[str]:
         elif first not in looked:
             looked.append(first)
     if only_named:
+        named = {_norm(n) for n in answer_names([context.question])}
         looked = [
             s
             for s in looked
-            if f" {_norm(s)} " in question
+            if _norm(s) in named
             and not any(f" {_norm(s)} " in f or f in f" {_norm(s)} " for f in found)
         ]
     return looked[:3]
