@@ -417,3 +417,67 @@ def test_a_replan_of_a_failed_field_takes_a_value_the_error_named():
     failed = T(1, "lookup", ctx.rounds[0].tasks[0].text, "Error: no entry", is_error=True)
     plain = context(ctx.question, failed)
     assert suggested_values(plain, demo_tools.TOOLS) == {}
+
+
+def test_a_comparison_of_numbers_in_texts_reads_them_then_computes_from_their_numbers():
+    from llm_compiler.dialects.grounding import compares, text_ids, text_sources
+
+    question = "How many more employees does Microsoft have than Apple?"
+    assert compares(question)
+    assert text_sources(question, stocks.TOOLS) == ["company_profile"]
+    assert text_sources("How much more does MSFT cost than AAPL?", stocks.TOOLS) == []
+    assert text_sources("How much higher is Mount Everest than K2?", demo_tools.TOOLS) == []
+    profiles = context(
+        question,
+        T(1, "company_profile", '1. company_profile("Microsoft")', "Microsoft: 228,000 employees."),
+        T(2, "company_profile", '2. company_profile("Apple")', "Apple: 164,000 employees."),
+        tools=stocks.TOOLS,
+    )
+    assert text_ids(profiles) == {1, 2}
+    dialect = LLMCompilerDialect()
+    first = PlannerContext(
+        prompt=PromptContext(question, tools=stocks.TOOLS, constrained=True, chat=False),
+        tools=[to_tool(t) for t in stocks.TOOLS],
+        constrained=True,
+    )
+    grammar = str(dialect.planner_request(first).extras["grammar"])
+    both = '1. company_profile(name="Microsoft")\n2. company_profile(name="Apple")\n'
+    assert accepts(grammar, f"{both}3. join()\n{END_OF_PLAN}")  # no calculation yet
+    replan = PlannerContext(
+        prompt=profiles,
+        tools=[to_tool(t) for t in stocks.TOOLS],
+        round=1,
+        next_id=3,
+        known_ids=frozenset({1, 2}),
+        constrained=True,
+    )
+    grammar = str(dialect.planner_request(replan).extras["grammar"])
+    assert accepts(
+        grammar, f'3. calculator(expression="228000 - 164000")\n4. join()\n{END_OF_PLAN}'
+    )
+    assert not accepts(grammar, f'3. calculator(expression="$1 - $2")\n4. join()\n{END_OF_PLAN}')
+    assert not accepts(grammar, f"3. join()\n{END_OF_PLAN}")  # it computes now
+
+
+async def test_a_run_computes_on_a_replan_from_the_numbers_of_the_texts_it_read():
+    from llm_compiler import LLMCompilerWorkflow
+    from llm_compiler.testing import ScriptedLLM
+
+    first = (
+        '1. company_profile(name="Microsoft")\n2. company_profile(name="Apple")\n'
+        f"3. join()\n{END_OF_PLAN}"
+    )
+    second = f'4. calculator(expression="228000 - 164000")\n5. join()\n{END_OF_PLAN}'
+    llm = ScriptedLLM([first, second], chat=False)
+    wf = LLMCompilerWorkflow(
+        tools=stocks.TOOLS,
+        llm=llm,
+        dialect=LLMCompilerDialect(joiner="select"),
+        constrained=True,
+        max_replans=1,
+        timeout=30,
+    )
+    output = await wf.run(user_msg="How many more employees does Microsoft have than Apple?")
+    assert len(llm.calls) == 2  # two plans, no joiner call
+    assert "nothing computed them" in str(llm.calls[1].prompt)
+    assert str(output).endswith("228000 - 164000 = 64,000.")
