@@ -481,3 +481,23 @@ async def test_a_run_computes_on_a_replan_from_the_numbers_of_the_texts_it_read(
     assert len(llm.calls) == 2  # two plans, no joiner call
     assert "nothing computed them" in str(llm.calls[1].prompt)
     assert str(output).endswith("228000 - 164000 = 64,000.")
+
+
+def test_nothing_found_names_what_the_question_wrote_as_a_name():
+    ctx = context(
+        "How long is the Volga river?",
+        T(1, "search", '1. search("Volga river")', "No entry for 'Volga river'."),
+        T(2, "lookup", '2. lookup("volga", "length_km")', "Error: no entry", is_error=True),
+    )
+    assert selected_answer(ctx) == 'I could not find "Volga river".'
+
+
+def test_of_the_values_an_error_named_a_replan_takes_those_the_question_names():
+    from llm_compiler.dialects.grounding import suggested_values
+
+    error = "Error: Norway has no field 'height_m'; known fields: population, area_km2."
+    ctx = context(
+        "What is the combined area of Norway and Switzerland in km2?",
+        T(1, "lookup", '1. lookup("Norway", "height_m")', error, is_error=True),
+    )
+    assert suggested_values(ctx, demo_tools.TOOLS) == {"lookup": {("Norway",): ["area_km2"]}}

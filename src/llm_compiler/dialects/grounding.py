@@ -175,6 +175,8 @@ def suggested_values(
     failed with "has no field 'height_m'; known fields: birth_year, death_year": a
     replan's ``lookup("Leonardo da Vinci", ...)`` takes ``birth_year`` or
     ``death_year`` (the 270M model, told so only in words, tried ``length_km``).
+    Of those, the ones a word of the question names, if any (``area_km2`` for "the
+    combined area", where the error named ``population`` too).
     """
     out: dict[str, dict[tuple[Any, ...], list[Any]]] = {}
     failed = _failed_required(context, tools)
@@ -195,7 +197,16 @@ def suggested_values(
         if named:
             allowed = out.setdefault(spec.name, {}).setdefault(values[:-1], [])
             allowed += [x for x in named if x not in allowed]
+    asked = set(re.findall(r"[a-z]{3,}", context.question.lower()))
+    for by_values in out.values():  # of those, the ones the question's words name
+        for key, allowed in by_values.items():
+            by_values[key] = [x for x in allowed if asked & _value_words(x)] or allowed
     return out
+
+
+def _value_words(value: str) -> set[str]:
+    """The words of an enum value (``area_km2``: ``area``)."""
+    return set(re.findall(r"[a-z]{3,}", value.lower()))
 
 
 def _failed_required(

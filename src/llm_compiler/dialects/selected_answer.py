@@ -233,9 +233,9 @@ def units(text: str) -> list[str]:
 
 def _looked_for(context: PromptContext, only_named: bool = False) -> list[str]:
     """What the lookups that found nothing looked for (their first text argument):
-    with `only_named`, only names the question writes as names (capitalized: not a
-    lowercase word such as "population" that a lookup took for one) that no lookup
-    found."""
+    with `only_named`, only those that hold a name as the question writes it (not a
+    lower-case word such as "population" that a lookup took for a name) and that no
+    lookup found."""
     records = [t for r in context.rounds for t in r.tasks]
     ids = [t.id for t in records]
     found: set[str] = set()
@@ -254,19 +254,25 @@ def _looked_for(context: PromptContext, only_named: bool = False) -> list[str]:
         elif first not in looked:
             looked.append(first)
     if only_named:
-        named = {_norm(n) for n in answer_names([context.question])}
         looked = [
             s
-            for s in looked
-            if _norm(s) in named
-            and not any(f" {_norm(s)} " in f or f in f" {_norm(s)} " for f in found)
+            for s in _as_named(looked, context.question)
+            if not any(f" {_norm(s)} " in f or f in f" {_norm(s)} " for f in found)
         ]
     return looked[:3]
+
+
+def _as_named(looked: Sequence[str], question: str) -> list[str]:
+    """Of `looked`, those that hold a name as the question writes it (``Volga river``
+    for "How long is the Volga river?", not ``volga`` nor ``population``)."""
+    named = answer_names([question])
+    return [s for s in looked if any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", s) for n in named)]
 
 
 def not_found_answer(context: PromptContext) -> str:
     """``I could not find X.``: X what the failed lookups looked for."""
     looked = _looked_for(context)
+    looked = _as_named(looked, context.question) or looked
     what = " or ".join(f'"{s}"' for s in looked) if looked else "the answer"
     return f"I {NOT_FOUND} {what}."
 
