@@ -95,8 +95,8 @@ class LLMCompilerDialect:
         a question that compares quantities calls the calculator before ``join()``
         (:func:`~llm_compiler.dialects.grounding.required_tool`), but for one whose
         numbers are in a text tool's results
-        (:func:`~llm_compiler.dialects.grounding.text_sources`): its first round calls
-        such a tool, its replan computes, writing their numbers
+        (:func:`~llm_compiler.dialects.grounding.text_sources`): its first round reads
+        them, its replan computes, writing their numbers
         (:func:`~llm_compiler.dialects.grounding.text_ids`); a replan cannot write
         again a call that found nothing (:func:`~llm_compiler.dialects.grounding.failed_calls`)
         nor refer to its result (:func:`~llm_compiler.dialects.grounding.unusable_ids`),
@@ -109,11 +109,9 @@ class LLMCompilerDialect:
             # Earlier tasks (never join lines) that found something.
             known = context.known_ids - unusable_ids(context.prompt)
             need = required_tool(context.prompt, context.tools)
-            avoid = text_tools(context.tools) if need else []
-            sources = text_sources(context.prompt.question, context.tools) if need else []
-            if sources:  # read the texts first; a replan computes from their numbers
-                need = sources[0] if not context.prompt.rounds else need
-                avoid = []
+            q = context.prompt.question
+            if need and not context.prompt.rounds and text_sources(q, context.tools):
+                need = None  # read the texts first; a replan computes from their numbers
             extras["grammar"] = plan_grammar(
                 context.tools,
                 first_id=context.next_id,
@@ -123,7 +121,7 @@ class LLMCompilerDialect:
                 compute=compute_tool(context.tools),
                 compute_without=excluded_operators(context.prompt.question),
                 require=need,
-                avoid=avoid,
+                avoid=text_tools(context.tools) if need else (),
                 exclude=failed_calls(context.prompt, context.tools),
                 compute_numbers=expression_numbers(context.prompt),
                 suggest=suggested_values(context.prompt, context.tools),
