@@ -461,7 +461,6 @@ def plan_grammar(
     exclude: Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
     compute_numbers: Sequence[str] | None = None,
     suggest: Mapping[str, Mapping[tuple[Any, ...], Sequence[Any]]] | None = None,
-    compute_skip: Iterable[int] = (),
 ) -> str:
     """GBNF for a plan over `tools` (BaseTools or callables), numbered from `first_id`.
 
@@ -500,8 +499,6 @@ def plan_grammar(
             enum, may then take (those a failure named: "known fields: birth_year,
             death_year"). ``{"lookup": {("Leonardo da Vinci",): ["birth_year",
             "death_year"]}}``.
-        compute_skip: Ids of `known_ids` that `compute`'s calls may not name (results
-            that are text, which an expression cannot read: it writes their numbers).
 
     Returns:
         The grammar text (root rule ``root``).
@@ -512,7 +509,6 @@ def plan_grammar(
     if max_tasks < 1 or first_id < 1:
         raise ValueError("max_tasks and first_id must be at least 1.")
     rules, known, avoid = _Rules(names), sorted(set(known_ids)), set(avoid)
-    skip = set(compute_skip)
     rules.expression_numbers = compute_numbers
     thought = "thought? " if allow_thoughts else ""
     lines: list[tuple[int, str, str, str]] = []  # id, any call, the required tool's, others'
@@ -520,8 +516,6 @@ def plan_grammar(
         task_id = first_id + k
         refs = [i for i in known if i < first_id] + list(range(first_id, task_id))
         values = {d: _Values(rules, d, refs, f"l{k + 1}") for d in _DIALECTS}
-        readable = [r for r in refs if r not in skip]
-        computing = {d: _Values(rules, d, readable, f"l{k + 1}c") for d in _DIALECTS}
         calls = [
             (
                 s.name == require,
@@ -529,7 +523,7 @@ def plan_grammar(
                     rules,
                     s,
                     n,
-                    computing if skip and s.name == compute else values,
+                    values,
                     _without(s, compute, compute_without),
                     (exclude or {}).get(s.name, ()),
                     (suggest or {}).get(s.name),

@@ -41,7 +41,7 @@ _COMMON = frozenset(
 )
 #: A question that compares or combines quantities (its plan computes).
 _COMPARES = re.compile(
-    r"\bhow (?:much|many)(?: \w+)? (?:more|less|fewer|higher|lower|longer|shorter|taller|older"
+    r"\bhow (?:much|many \w+) (?:more|less|fewer|higher|lower|longer|shorter|taller|older"
     r"|younger|bigger|larger|smaller|further|farther|heavier|lighter|deeper|after|before)\b"
     r"|\bby how (?:much|many)\b|\bdifferences?\b|\bcombined\b|\btotal\b|\bsum\b"
     r"|\btogether\b|\baltogether\b|\bratio\b|\bhow old was\b|\btimes (?:as|more)\b",
@@ -390,7 +390,7 @@ def _computed(context: PromptContext) -> list[str]:
 #: A question that adds quantities up, and one that takes their difference.
 _SUMS = re.compile(r"\b(?:combined|total|sum|together|altogether|in all)\b", re.I)
 _DIFFERS = re.compile(
-    r"\bhow (?:much|many)(?: \w+)? (?:more|less|fewer|higher|lower|longer|shorter|taller|older"
+    r"\bhow (?:much|many \w+) (?:more|less|fewer|higher|lower|longer|shorter|taller|older"
     r"|younger|bigger|larger|smaller|further|farther|heavier|lighter|deeper|after|before)\b"
     r"|\bby how (?:much|many)\b|\bdifferences?\b|\bhow old was\b",
     re.I,
@@ -452,54 +452,6 @@ def _returns(tool: Any) -> Any:
             except Exception:  # noqa: BLE001 - an unresolvable hint is no hint
                 continue
     return None
-
-
-def text_sources(question: str, tools: Sequence[Any]) -> list[str]:
-    """The text tools (see :func:`text_tools`) a question's words point to: a word of the
-    question (lower case, five letters or more) that the tool's description has and no
-    other tool's (``employees`` of "How many more employees does Microsoft have than
-    Apple?" and of ``company_profile``'s "ticker symbol, chief executive (CEO),
-    founding year and employees"). The number such a question compares is in their
-    text: a calculation comes after it is read (see :func:`uncomputed`)."""
-    texts = text_tools(tools)
-    if not texts:
-        return []
-    words = {
-        spec.name: _words(spec.name + " " + _description(tool))
-        for tool, spec in zip(tools, tool_specs(tools), strict=True)
-    }
-    asked = {w for w in re.findall(r"\b[a-z]{5,}\b", question)}
-    out = []
-    for name in texts:
-        others = set().union(*(w for n, w in words.items() if n != name))
-        if asked & words.get(name, set()) - others:
-            out.append(name)
-    return out
-
-
-def _words(text: str) -> set[str]:
-    """The lower-case words of a description, quoted examples left out."""
-    return set(re.findall(r"[a-z]+", _STRING.sub(" ", text).lower()))
-
-
-def uncomputed_reason(tool: str) -> str:
-    """Why to plan again a comparison whose round computed nothing."""
-    return (
-        f"The question compares numbers and nothing computed them. Call {tool} with the "
-        "numbers the results above give, copied without commas."
-    )
-
-
-def text_ids(context: PromptContext) -> set[int]:
-    """Earlier rounds' tasks whose result is no number: a calculation cannot name them
-    (``calculator("$1 - $2")`` of two companies' profiles fails), it writes the
-    numbers it needs from their text instead."""
-    return {
-        t.id
-        for r in context.rounds
-        for t in r.tasks
-        if not re.fullmatch(r"\s*-?\d+(?:\.\d+)?\s*", t.observation or "")
-    }
 
 
 def required_tool(context: PromptContext, tools: Sequence[Any]) -> str | None:

@@ -33,7 +33,6 @@ from llm_compiler.dialects.grammar import NOT_FOUND, gbnf_literal
 from llm_compiler.dialects.grounding import (
     answer_names,
     asks_quantity,
-    compares,
     compute_tool,
     found_nothing,
 )
@@ -133,12 +132,7 @@ def answer_parts(context: PromptContext) -> list[Part]:
                 ancestors(d, seen)
         return seen
 
-    calculator = compute_tool(context.tools)
-    computes = compares(context.question)
-
     def about_question(i: int) -> bool:
-        if computes and ok[i].record.tool == calculator:
-            return True  # the comparison asked, also from numbers written out
         for j in {i} | ancestors(i, set()):
             t = ok[j]
             texts = _strings(list(t.args)) + _strings(list(t.kwargs.values()))
@@ -153,6 +147,7 @@ def answer_parts(context: PromptContext) -> list[Part]:
     for i in chosen:
         shown |= {i} | ancestors(i, set())
     results = {i: number_text(t.record.observation or "") for i, t in ok.items()}
+    calculator = compute_tool(context.tools)
     parts, seen = [], set()
     for i in sorted(shown):
         part = _ranked(_part(ok[i], results, calculator), context.question)
@@ -167,7 +162,7 @@ def _part(task: _Task, results: dict[int, str], calculator: str | None) -> Part:
     record = task.record
     observation = (record.observation or "").strip()
     value = number_text(observation)
-    if task.deps or record.tool == calculator:  # computed: the call (with values), then it
+    if task.deps:  # a result computed from others: the call with their values, then it
         args = [_resolved(a, results) for a in task.args]
         kwargs = {k: _resolved(v, results) for k, v in task.kwargs.items()}
         if record.tool == calculator and len(args) + len(kwargs) == 1:

@@ -44,8 +44,6 @@ from llm_compiler.dialects.base import DirectAnswer, ForcedJoin, JoinerDecision,
 from llm_compiler.dialects.grounding import (
     failed_tasks,
     replan_reason,
-    required_tool,
-    uncomputed_reason,
     uncovered_names,
     uncovered_reason,
 )
@@ -680,10 +678,8 @@ class LLMCompilerWorkflow(Workflow):
 
     def _nothing_found(self, state: CompilerState, round: int) -> JoinerDecision | None:
         """A replan, without asking the joiner, of a first round whose lookups found
-        nothing, that left out a name of the question (one like those its calls took,
-        :func:`~llm_compiler.dialects.grounding.uncovered_names`), or that computed
-        nothing for a question that compares (its numbers were in texts,
-        :func:`~llm_compiler.dialects.grounding.text_sources`).
+        nothing or that left out a name of the question (one like those its calls took,
+        :func:`~llm_compiler.dialects.grounding.uncovered_names`).
 
         Only under constrained decoding (small local models, which answer from failed
         lookups and from half a plan); other models' joiners see the results and decide.
@@ -695,8 +691,6 @@ class LLMCompilerWorkflow(Workflow):
         missing = uncovered_names(prompt)
         reasons = [replan_reason(failed)] if failed else []
         reasons += [uncovered_reason(missing)] if missing else []
-        compute = required_tool(prompt, prompt.tools)
-        reasons += [uncomputed_reason(compute)] if compute and not failed else []
         return JoinerDecision("replan", " ".join(reasons)) if reasons else None
 
     async def _decide(

@@ -24,8 +24,6 @@ from llm_compiler.dialects.grounding import (
     plan_names,
     required_tool,
     suggested_values,
-    text_ids,
-    text_sources,
     text_tools,
     unusable_ids,
 )
@@ -93,11 +91,7 @@ class LLMCompilerDialect:
         starts with a capital letter starts with a name of the question or of what
         earlier rounds found (:func:`~llm_compiler.dialects.grounding.plan_names`), and
         a question that compares quantities calls the calculator before ``join()``
-        (:func:`~llm_compiler.dialects.grounding.required_tool`), but for one whose
-        numbers are in a text tool's results
-        (:func:`~llm_compiler.dialects.grounding.text_sources`): its first round reads
-        them, its replan computes, writing their numbers
-        (:func:`~llm_compiler.dialects.grounding.text_ids`); a replan cannot write
+        (:func:`~llm_compiler.dialects.grounding.required_tool`); a replan cannot write
         again a call that found nothing (:func:`~llm_compiler.dialects.grounding.failed_calls`)
         nor refer to its result (:func:`~llm_compiler.dialects.grounding.unusable_ids`),
         and a call whose enum value failed takes one of the values its error named
@@ -108,10 +102,6 @@ class LLMCompilerDialect:
         if context.constrained:
             # Earlier tasks (never join lines) that found something.
             known = context.known_ids - unusable_ids(context.prompt)
-            need = required_tool(context.prompt, context.tools)
-            q = context.prompt.question
-            if need and not context.prompt.rounds and text_sources(q, context.tools):
-                need = None  # read the texts first; a replan computes from their numbers
             extras["grammar"] = plan_grammar(
                 context.tools,
                 first_id=context.next_id,
@@ -120,12 +110,11 @@ class LLMCompilerDialect:
                 names=plan_names(context.prompt, context.tools),
                 compute=compute_tool(context.tools),
                 compute_without=excluded_operators(context.prompt.question),
-                require=need,
+                require=(need := required_tool(context.prompt, context.tools)),
                 avoid=text_tools(context.tools) if need else (),
                 exclude=failed_calls(context.prompt, context.tools),
                 compute_numbers=expression_numbers(context.prompt),
                 suggest=suggested_values(context.prompt, context.tools),
-                compute_skip=text_ids(context.prompt),
             )
         if context.prompt.chat:
             return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP, extras=extras)
