@@ -11,7 +11,7 @@ answer, when it says it could not find the answer. Other answers count as "could
 find" when they say so, else wrong. Questions marked held out were not looked at while
 the prompts, examples and grammars were tuned; they are reported apart, by batch (batch
 1 was read after its runs, before later changes; batch 2 was written after that, batch 3
-after batch 2 had been read). Each
+after batch 2 had been read, batch 4 after batch 3). Each
 question can be asked of the Thought/Action joiner, the JSON joiner or both. Each question's
 first task (seconds from ``run()`` to the first tool call) and answer are timed, the
 questions one after another on one warm model, each asked once the model has read the
@@ -61,7 +61,7 @@ class Question:
     batch: int = 1
     """Held-out questions of batch 2 were written after batch 1's answers had been read
     and the engine changed; they were run for the first time to be reported. Batch 3
-    likewise after batch 2."""
+    likewise after batch 2, batch 4 after batch 3."""
 
 
 def _q(text: str, expect: tuple[str | float, ...], kind: Kind, **kw: Any) -> Question:
@@ -169,6 +169,35 @@ QUESTIONS = (
        tools="stocks", held_out=True, batch=3),
     _q("Who is the CEO of Wayne Enterprises?", (), "missing", tools="stocks", held_out=True,
        batch=3),
+    # Held out, batch 4: written after batch 3 had been read, before the changes that
+    # followed it; run once, with the final code.
+    _q("What is the diameter of Jupiter?", (142_984,), "fact", held_out=True, batch=4),
+    _q("In which year did Albert Einstein die?", (1955,), "fact", held_out=True, batch=4),
+    _q("What are the capitals of Mexico and Australia?", ("Mexico City", "Canberra"), "facts",
+       held_out=True, batch=4),
+    _q("What are the populations of China and India?", (1_410_000_000, 1_430_000_000),
+       "facts", held_out=True, batch=4),
+    _q("How much longer is the Danube than the Seine, in km?", (2073,), "compare",
+       held_out=True, batch=4),
+    _q("How much higher is K2 than Aconcagua?", (1650,), "compare", held_out=True, batch=4),
+    _q("What is the combined population of Canada and Australia?", (66_700_000,), "compare",
+       held_out=True, batch=4),
+    _q("How many years after Marie Curie was Alan Turing born?", (45,), "compare",
+       held_out=True, batch=4),
+    _q("What is the capital of Sweden?", (), "missing", held_out=True, batch=4),
+    _q("How long is the Mekong river?", (), "missing", held_out=True, batch=4),
+    _q("Who is the CEO of Apple?", ("Tim Cook",), "fact", tools="stocks", held_out=True,
+       batch=4),
+    _q("What does one share of NVDA cost in Swiss francs?", (144.96,), "fact", tools="stocks",
+       held_out=True, batch=4),
+    _q("When was Microsoft founded and who is its CEO?", (1975, "Satya Nadella"), "facts",
+       tools="stocks", held_out=True, batch=4),
+    _q("How much more does a share of AAPL cost than a share of NVDA?", (48.3,), "compare",
+       tools="stocks", held_out=True, batch=4),
+    _q("How many employees do NVIDIA and Alphabet have together?", (219_000,), "compare",
+       tools="stocks", held_out=True, batch=4),
+    _q("When was Cyberdyne Systems founded?", (), "missing", tools="stocks", held_out=True,
+       batch=4),
 )  # fmt: skip
 
 _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
@@ -380,6 +409,7 @@ def groups(outcomes: Sequence[AnswerOutcome]) -> list[tuple[str, list[AnswerOutc
             (True, 1, "held out"),
             (True, 2, "held out 2"),
             (True, 3, "held out 3"),
+            (True, 4, "held out 4"),
         ):
             for tools in ("demo", "stocks"):
                 group = [o for o in mine if (o.held_out, o.batch, o.tools) == (held, batch, tools)]
@@ -465,7 +495,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m evals.answers", description=__doc__)
     p.add_argument(
         "--set",
-        choices=("all", "tuned", "seen", "held-out", "held-out-2", "held-out-3"),
+        choices=("all", "tuned", "seen", "held-out", "held-out-2", "held-out-3", "held-out-4"),
         default="all",
     )
     p.add_argument("--tools", choices=("all", "demo", "stocks"), default="all")

@@ -523,6 +523,25 @@ def test_llama_cpp_reads_replan_exclusions_expression_references_and_selected_an
     ):
         assert accepts(plan, text) is ok
         assert llama_grammars.accepts(plan, text) is ok
+    # A failed field's replan takes a value its error named.
+    plan = plan_grammar(
+        demo_tools.TOOLS,
+        first_id=3,
+        known_ids=[1],
+        names=["Leonardo da Vinci", "Leonardo", "Vinci"],
+        compute="calculator",
+        exclude={"lookup": [("Leonardo da Vinci", "height_m")]},
+        suggest={"lookup": {("Leonardo da Vinci",): ["birth_year", "death_year"]}},
+        compute_numbers=["1452", "1519"],
+    )
+    for text, ok in (
+        ('3. lookup("Leonardo da Vinci", "death_year")\n4. join()\n<END_OF_PLAN>', True),
+        ('3. lookup("Leonardo da Vinci", "length_km")\n4. join()\n<END_OF_PLAN>', False),
+        ('3. lookup("Leonardo", "height_m")\n4. join()\n<END_OF_PLAN>', False),
+        ('3. calculator("1519 - $1")\n4. join()\n<END_OF_PLAN>', True),
+    ):
+        assert accepts(plan, text) is ok
+        assert llama_grammars.accepts(plan, text) is ok
     egypt = "Egypt: Country in North Africa. Capital: Cairo. Population: about 105 million."
     tasks = [TaskRecord(1, "search", '1. search("Egypt")', egypt)]
     context = PromptContext("Tell me about Egypt.", rounds=[RoundRecord(tasks=tasks)])

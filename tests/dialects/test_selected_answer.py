@@ -321,3 +321,119 @@ def test_a_calculation_writes_only_numbers_of_the_question_and_of_findings():
     )
     assert accepts(replan, f'3. calculator("512.0 - 229.5")\n4. join()\n{END_OF_PLAN}')
     assert not accepts(replan, f'3. calculator("512.0 - 229")\n4. join()\n{END_OF_PLAN}')
+
+
+def test_the_note_on_what_was_not_found_names_only_names_of_the_question():
+    brazil = "Brazil: Country in South America. Capital: Brasília. Population: about 203 million."
+    ctx = context(
+        "What is the population of Brazil?",
+        T(1, "search", '1. search("Brazil")', brazil),
+        T(2, "lookup", '2. lookup("population", "area_km2")', "Error: no entry", is_error=True),
+    )
+    answer = selected_answer(ctx)
+    assert answer is not None and "203 million" in answer
+    assert "could not find" not in answer  # "population" is no name the question wrote
+    peru = context(
+        "What are the populations of Egypt and Peru?",
+        T(1, "search", '1. search("Egypt")', EGYPT),
+        T(2, "search", '2. search("Peru")', "No entry for 'Peru'."),
+    )
+    assert 'I could not find "Peru".' in (selected_answer(peru) or answer_grammar(peru))
+
+
+def test_names_of_the_question_no_call_took_are_those_like_the_ones_taken():
+    from llm_compiler.dialects.grounding import question_names, uncovered_names
+
+    def missing(question: str, *lines: str) -> list[str]:
+        tasks = [T(i, "t", line, "1.0") for i, line in enumerate(lines, 1)]
+        return uncovered_names(context(question, *tasks, tools=stocks.TOOLS))
+
+    employees = "How many more employees does Microsoft have than Apple?"
+    assert missing(employees, '1. company_profile(name="Microsoft")') == ["Apple"]
+    both = ('1. company_profile("Microsoft")', '2. company_profile("Apple")')
+    assert missing(employees, *both) == []
+    # Another shape than every name taken: a word beside a code, no thing to look up.
+    swiss = ('1. stock_price("NVDA")', '2. convert_currency($1, "CHF")')
+    assert missing("What does one share of NVDA cost in Swiss francs?", *swiss) == []
+    wayne = '1. company_profile("Wayne Enterprises")'
+    assert missing("Who is the CEO of Wayne Enterprises?", wayne) == []
+    assert missing("How much more does MSFT cost than AAPL?", '1. stock_price("MSFT")') == ["AAPL"]
+    assert question_names("How old was Leonardo da Vinci when he died?") == ["Leonardo da Vinci"]
+    assert question_names("What is the capital of Peru?") == ["Peru"]
+
+
+async def test_a_first_round_that_left_a_name_out_is_planned_again_for_it():
+    from llm_compiler import LLMCompilerWorkflow
+    from llm_compiler.testing import ScriptedLLM
+
+    first = f'1. company_profile(name="Microsoft")\n2. join()\n{END_OF_PLAN}'
+    second = f'3. company_profile(name="Apple")\n4. join()\n{END_OF_PLAN}'
+    llm = ScriptedLLM([first, second], chat=False)
+    wf = LLMCompilerWorkflow(
+        tools=stocks.TOOLS,
+        llm=llm,
+        dialect=LLMCompilerDialect(joiner="select"),
+        constrained=True,
+        max_replans=1,
+        timeout=30,
+    )
+    output = await wf.run(user_msg="How many more employees does Microsoft have than Apple?")
+    assert len(llm.calls) == 2  # two plans, no joiner call: the answer is forced
+    assert '"Apple", which no action above used' in str(llm.calls[1].prompt)
+    assert "228,000 employees" in str(output) and "164,000 employees" in str(output)
+
+
+def test_a_replan_of_a_failed_field_takes_a_value_the_error_named():
+    from llm_compiler.dialects.grounding import suggested_values
+
+    error = (
+        "Error: Leonardo da Vinci has no field 'height_m'; known fields: birth_year, death_year."
+    )
+    ctx = context(
+        "How old was Leonardo da Vinci when he died?",
+        T(1, "lookup", '1. lookup("Leonardo da Vinci", "height_m")', error, is_error=True),
+        T(2, "lookup", '2. lookup("Leonardo da Vinci", "length_km")', error, is_error=True),
+    )
+    suggest = suggested_values(ctx, demo_tools.TOOLS)
+    assert suggest == {"lookup": {("Leonardo da Vinci",): ["birth_year", "death_year"]}}
+    grammar = plan_grammar(
+        demo_tools.TOOLS,
+        first_id=3,
+        names=plan_names(ctx, demo_tools.TOOLS),
+        exclude=failed_calls(ctx, demo_tools.TOOLS),
+        suggest=suggest,
+    )
+
+    def ok(line: str) -> bool:
+        return accepts(grammar, f"3. {line}\n4. join()\n{END_OF_PLAN}")
+
+    assert ok('lookup("Leonardo da Vinci", "death_year")')
+    assert ok('lookup("Leonardo da Vinci", "birth_year")')
+    assert not ok('lookup("Leonardo da Vinci", "population")')  # the error named others
+    assert not ok('lookup("Leonardo da Vinci", "height_m")')
+    assert ok('lookup("Vinci", "population")')  # another name: any field
+    assert not ok('lookup("Leonardo", "population")')  # would run on as the failed name
+    # An error that names no value of the enum leaves every other value.
+    failed = T(1, "lookup", ctx.rounds[0].tasks[0].text, "Error: no entry", is_error=True)
+    plain = context(ctx.question, failed)
+    assert suggested_values(plain, demo_tools.TOOLS) == {}
+
+
+def test_nothing_found_names_what_the_question_wrote_as_a_name():
+    ctx = context(
+        "How long is the Volga river?",
+        T(1, "search", '1. search("Volga river")', "No entry for 'Volga river'."),
+        T(2, "lookup", '2. lookup("volga", "length_km")', "Error: no entry", is_error=True),
+    )
+    assert selected_answer(ctx) == 'I could not find "Volga river".'
+
+
+def test_of_the_values_an_error_named_a_replan_takes_those_the_question_names():
+    from llm_compiler.dialects.grounding import suggested_values
+
+    error = "Error: Norway has no field 'height_m'; known fields: population, area_km2."
+    ctx = context(
+        "What is the combined area of Norway and Switzerland in km2?",
+        T(1, "lookup", '1. lookup("Norway", "height_m")', error, is_error=True),
+    )
+    assert suggested_values(ctx, demo_tools.TOOLS) == {"lookup": {("Norway",): ["area_km2"]}}

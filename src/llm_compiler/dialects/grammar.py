@@ -123,7 +123,13 @@ class _Rules:
         without names, or for a value that starts with no capital letter)."""
         if self.string != "name-str" or not all(v[:1].isupper() for v in values):
             return None
-        names = [n for n in self._name_list if n not in values]
+        # Nor a shorter name the value starts with: "Leonardo" would run on as
+        # "Leonardo da Vinci".
+        names = [
+            n
+            for n in self._name_list
+            if not any(v == n or re.match(re.escape(n) + r"[^\w]", v) for v in values)
+        ]
         if not names:  # only text that starts with no capital letter
             rule = rf'"\"" ([^"\\A-Z\x00-\x1F\x7F] str-char{{0,{MAX_STRING - 1}}})? "\""'
             return self.add("str-lower", rule)
@@ -308,13 +314,15 @@ def _tool_call(
     values: dict[str, _Values],
     compute: str | None = None,
     exclude: Sequence[tuple[Any, ...]] = (),
+    suggest: Mapping[tuple[Any, ...], Sequence[Any]] | None = None,
 ) -> str:
     """One tool's call on one line, in call form or JSON form (`compute`: its string
     arguments are arithmetic without these characters, see ``_EXPR_STR``; `exclude`:
-    the required arguments' values of calls it may not repeat)."""
+    the required arguments' values of calls it may not repeat; `suggest`: see
+    :func:`plan_grammar`)."""
     hint = f"t{index}-{spec.name}-{values['py'].tag}"
     if spec.call_form and exclude and compute is None:
-        excluding = _excluding_call(rules, spec, index, values["py"], exclude, hint)
+        excluding = _excluding_call(rules, spec, index, values["py"], exclude, hint, suggest)
         if excluding is not None:
             return excluding
     if spec.call_form:
@@ -351,14 +359,16 @@ def _excluding_call(
     v: _Values,
     exclude: Sequence[tuple[Any, ...]],
     hint: str,
+    suggest: Mapping[tuple[Any, ...], Sequence[Any]] | None = None,
 ) -> str | None:
     """A call with its required arguments, positional, that is none of `exclude`.
 
     Each tuple holds a failed call's required values in order. Written as a tree: at
     each argument, one of the failed calls' values (then the rest must differ) or a
     value none of them has (then any rest). A string differs by its name
-    (:meth:`_Rules.string_except`), an enum by its other values; None if an argument
-    cannot be told apart (a number), or the tool has optional arguments only.
+    (:meth:`_Rules.string_except`), an enum by its other values (only those `suggest`
+    gives for the values before it, if it gives some); None if an argument cannot be
+    told apart (a number), or the tool has optional arguments only.
     """
     params = [p for p in spec.params if p.required]
     if not params:
@@ -385,6 +395,10 @@ def _excluding_call(
             if rest is not None:
                 options.append(f"{sep}{v.lit(value)} {rest}".strip())
         differ = _other_value(rules, v, params[i].schema, taken)
+        hinted = (suggest or {}).get(tuples[0][:i], ()) if i == len(params) - 1 else ()
+        enum = params[i].schema.get("enum") or ()
+        if rest_hinted := [x for x in hinted if x in enum and x not in taken]:
+            differ = _alt(v.lit(x) for x in rest_hinted)
         if differ is None:
             raise _CannotExclude
         if differ:
@@ -446,6 +460,7 @@ def plan_grammar(
     compute_without: str = "",
     exclude: Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
     compute_numbers: Sequence[str] | None = None,
+    suggest: Mapping[str, Mapping[tuple[Any, ...], Sequence[Any]]] | None = None,
 ) -> str:
     """GBNF for a plan over `tools` (BaseTools or callables), numbered from `first_id`.
 
@@ -479,6 +494,11 @@ def plan_grammar(
             of what earlier rounds found. A small model otherwise copies the
             calculator's docstring example (``"(8849 - 8611) / 2"``) into a plan about
             share prices.
+        suggest: For a call `exclude` constrains, by tool and by the values of its
+            other required arguments: the only values its last required argument, an
+            enum, may then take (those a failure named: "known fields: birth_year,
+            death_year"). ``{"lookup": {("Leonardo da Vinci",): ["birth_year",
+            "death_year"]}}``.
 
     Returns:
         The grammar text (root rule ``root``).
@@ -506,6 +526,7 @@ def plan_grammar(
                     values,
                     _without(s, compute, compute_without),
                     (exclude or {}).get(s.name, ()),
+                    (suggest or {}).get(s.name),
                 ),
             )
             for n, s in enumerate(specs)

@@ -158,10 +158,66 @@ def failed_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list
     one argument: ``search("Peru")`` excluded left the 270M model only text no name
     starts, and it wrote a query of 500 zeros.
     """
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    for spec, values, _ in _failed_required(context, tools):
+        out.setdefault(spec.name, [])
+        if values not in out[spec.name]:
+            out[spec.name].append(values)
+    return out
+
+
+def suggested_values(
+    context: PromptContext, tools: Sequence[Any]
+) -> dict[str, dict[tuple[Any, ...], list[Any]]]:
+    """Values a replan's call may take for a failed call's last required argument, when
+    that argument is an enum and the failure names some of its other values: by tool,
+    by the call's other required values. ``lookup("Leonardo da Vinci", "height_m")``
+    failed with "has no field 'height_m'; known fields: birth_year, death_year": a
+    replan's ``lookup("Leonardo da Vinci", ...)`` takes ``birth_year`` or
+    ``death_year`` (the 270M model, told so only in words, tried ``length_km``).
+    Of those, the ones a word of the question names, if any (``area_km2`` for "the
+    combined area", where the error named ``population`` too).
+    """
+    out: dict[str, dict[tuple[Any, ...], list[Any]]] = {}
+    failed = _failed_required(context, tools)
+    tried = {(spec.name, values[:-1], values[-1]) for spec, values, _ in failed}
+    for spec, values, record in failed:
+        last = [p for p in spec.params if p.required][-1]
+        enum = last.schema.get("enum")
+        if not isinstance(enum, list):
+            continue
+        said = record.observation or ""
+        named = [
+            x
+            for x in enum
+            if isinstance(x, str)
+            and (spec.name, values[:-1], x) not in tried
+            and re.search(rf"\b{re.escape(x)}\b", said)
+        ]
+        if named:
+            allowed = out.setdefault(spec.name, {}).setdefault(values[:-1], [])
+            allowed += [x for x in named if x not in allowed]
+    asked = set(re.findall(r"[a-z]{3,}", context.question.lower()))
+    for by_values in out.values():  # of those, the ones the question's words name
+        for key, allowed in by_values.items():
+            by_values[key] = [x for x in allowed if asked & _value_words(x)] or allowed
+    return out
+
+
+def _value_words(value: str) -> set[str]:
+    """The words of an enum value (``area_km2``: ``area``)."""
+    return set(re.findall(r"[a-z]{3,}", value.lower()))
+
+
+def _failed_required(
+    context: PromptContext, tools: Sequence[Any]
+) -> list[tuple[Any, tuple[Any, ...], TaskRecord]]:
+    """Each failed call of two or more literal required values (see
+    :func:`failed_calls`): its tool's spec, those values in order, and its record."""
     from llm_compiler.dialects.llmcompiler.parser import parse_task_line  # imports this module
 
     specs = {spec.name: spec for spec in tool_specs(tools)}
-    out: dict[str, list[tuple[Any, ...]]] = {}
+    out = []
     records = [t for r in context.rounds for t in r.tasks]
     for record in records:
         spec = specs.get(record.tool)
@@ -177,9 +233,7 @@ def failed_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list
             continue
         values = tuple(named[p.name] for p in required)
         if len(values) > 1 and all(isinstance(v, str | int | float | bool) for v in values):
-            out.setdefault(spec.name, [])
-            if values not in out[spec.name]:
-                out[spec.name].append(values)
+            out.append((spec, values, record))
     return out
 
 
@@ -205,6 +259,71 @@ def replan_reason(failed: Sequence[TaskRecord]) -> str:
         f"Nothing was found by: {shown}. Plan these lookups again, differently: with "
         "names copied exactly from the question (or other names for the same thing), "
         "and the fields or values the errors say exist."
+    )
+
+
+def question_names(question: str) -> list[str]:
+    """The names a question writes, each whole: runs of capitalized words (``Leonardo
+    da Vinci``, ``CEO of NVIDIA``) without sentence starts and labels at their ends
+    (``How``, ``What``)."""
+    out: list[str] = []
+    for match in _NAME.finditer(question):
+        words = match.group().split()
+        while words and (words[0].lower() in _COMMON or not words[0][0].isupper()):
+            words.pop(0)
+        while words and (words[-1].lower() in _COMMON or not words[-1][0].isupper()):
+            words.pop()
+        if words and " ".join(words) not in out:
+            out.append(" ".join(words))
+    return out
+
+
+def _is_code(name: str) -> bool:
+    """A code (``NVDA``, ``K2``): no lower-case letter; else a name of words."""
+    return not any(c.islower() for c in name)
+
+
+def uncovered_names(context: PromptContext) -> list[str]:
+    """Names of the question that no call of `context`'s rounds took, when a call took
+    another name of the same shape (a word, or a code such as ``NVDA``): a plan that
+    looked up ``Microsoft`` and not ``Apple`` for "How many more employees does
+    Microsoft have than Apple?". A name is taken when a call's text argument holds it
+    or is held by it (``"Wayne Enterprises"`` for ``CEO of Wayne Enterprises``). Names
+    of another shape than every taken one are not listed (``Swiss`` of "in Swiss
+    francs" beside ``stock_price("NVDA")``): those may be words, not things to look up.
+    """
+    taken = [
+        f" {_plain(v)} "
+        for r in context.rounds
+        for t in r.tasks
+        for v in _string_args(t.text)
+        if _plain(v) and "$" not in v
+    ]
+
+    def covered(name: str) -> bool:
+        padded = f" {_plain(name)} "
+        return any(a in padded or padded in a for a in taken)
+
+    found = question_names(context.question)
+    shapes = {_is_code(n) for n in found if covered(n)}
+    return [n for n in found if not covered(n) and _is_code(n) in shapes]
+
+
+def _plain(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def _string_args(line: str) -> list[str]:
+    """The quoted strings of a plan line (its text arguments)."""
+    return [m.group(1) or m.group(2) or "" for m in _STRING.finditer(line)]
+
+
+def uncovered_reason(missing: Sequence[str]) -> str:
+    """Why to plan again a round that left names of the question out."""
+    shown = ", ".join(f'"{n}"' for n in missing)
+    return (
+        f"The question names {shown}, which no action above used. Plan the actions the "
+        "question needs about it, with the name copied exactly from the question."
     )
 
 

@@ -30,7 +30,12 @@ from typing import Any
 
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest
 from llm_compiler.dialects.grammar import NOT_FOUND, gbnf_literal
-from llm_compiler.dialects.grounding import asks_quantity, compute_tool, found_nothing
+from llm_compiler.dialects.grounding import (
+    answer_names,
+    asks_quantity,
+    compute_tool,
+    found_nothing,
+)
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
 
 #: Most sentences an observation offers, most characters of one, and most a part quotes.
@@ -223,10 +228,11 @@ def units(text: str) -> list[str]:
 
 def _looked_for(context: PromptContext, only_named: bool = False) -> list[str]:
     """What the lookups that found nothing looked for (their first text argument):
-    with `only_named`, only what the question names and no lookup found."""
+    with `only_named`, only those that hold a name as the question writes it (not a
+    lower-case word such as "population" that a lookup took for a name) and that no
+    lookup found."""
     records = [t for r in context.rounds for t in r.tasks]
     ids = [t.id for t in records]
-    question = f" {_norm(context.question)} "
     found: set[str] = set()
     looked: list[str] = []
     for record in records:
@@ -245,16 +251,23 @@ def _looked_for(context: PromptContext, only_named: bool = False) -> list[str]:
     if only_named:
         looked = [
             s
-            for s in looked
-            if f" {_norm(s)} " in question
-            and not any(f" {_norm(s)} " in f or f in f" {_norm(s)} " for f in found)
+            for s in _as_named(looked, context.question)
+            if not any(f" {_norm(s)} " in f or f in f" {_norm(s)} " for f in found)
         ]
     return looked[:3]
+
+
+def _as_named(looked: Sequence[str], question: str) -> list[str]:
+    """Of `looked`, those that hold a name as the question writes it (``Volga river``
+    for "How long is the Volga river?", not ``volga`` nor ``population``)."""
+    named = answer_names([question])
+    return [s for s in looked if any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", s) for n in named)]
 
 
 def not_found_answer(context: PromptContext) -> str:
     """``I could not find X.``: X what the failed lookups looked for."""
     looked = _looked_for(context)
+    looked = _as_named(looked, context.question) or looked
     what = " or ".join(f'"{s}"' for s in looked) if looked else "the answer"
     return f"I {NOT_FOUND} {what}."
 

@@ -23,6 +23,7 @@ from llm_compiler.dialects.grounding import (
     failed_calls,
     plan_names,
     required_tool,
+    suggested_values,
     text_tools,
     unusable_ids,
 )
@@ -92,7 +93,9 @@ class LLMCompilerDialect:
         a question that compares quantities calls the calculator before ``join()``
         (:func:`~llm_compiler.dialects.grounding.required_tool`); a replan cannot write
         again a call that found nothing (:func:`~llm_compiler.dialects.grounding.failed_calls`)
-        nor refer to its result (:func:`~llm_compiler.dialects.grounding.unusable_ids`).
+        nor refer to its result (:func:`~llm_compiler.dialects.grounding.unusable_ids`),
+        and a call whose enum value failed takes one of the values its error named
+        (:func:`~llm_compiler.dialects.grounding.suggested_values`).
         """
         inputs = PlannerInput(context, self.planner_examples, self.constrained_examples)
         extras: dict[str, Any] = {}
@@ -111,6 +114,7 @@ class LLMCompilerDialect:
                 avoid=text_tools(context.tools) if need else (),
                 exclude=failed_calls(context.prompt, context.tools),
                 compute_numbers=expression_numbers(context.prompt),
+                suggest=suggested_values(context.prompt, context.tools),
             )
         if context.prompt.chat:
             return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP, extras=extras)
