@@ -44,6 +44,12 @@ def test_calculator_returns_float():
     assert isinstance(calculator("2 + 2"), float)
 
 
+def test_calculator_drops_float_noise():
+    assert str(calculator("229.5 - 181.2")) == "48.3"
+    assert str(calculator("0.1 + 0.2")) == "0.3"
+    assert calculator("1 / 3") == pytest.approx(1 / 3)
+
+
 @pytest.mark.parametrize(
     "expression",
     [

@@ -16,6 +16,7 @@ from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskReco
 from llm_compiler.dialects.selected_answer import (
     answer_grammar,
     answer_parts,
+    number_text,
     parse_selected,
     select_examples,
     selected_answer,
@@ -437,3 +438,11 @@ def test_of_the_values_an_error_named_a_replan_takes_those_the_question_names():
         T(1, "lookup", '1. lookup("Norway", "height_m")', error, is_error=True),
     )
     assert suggested_values(ctx, demo_tools.TOOLS) == {"lookup": {("Norway",): ["area_km2"]}}
+
+
+def test_numbers_are_written_as_an_answer_writes_them():
+    assert number_text("48.30000000000001") == "48.3"  # a float's noise, not a digit of it
+    assert number_text("4806.0") == "4806"
+    assert number_text("107600000.0") == "107,600,000"
+    assert number_text("0.00001") == "0.00001"
+    assert number_text("181.2 USD") == "181.2 USD"

@@ -63,9 +63,12 @@ def calculator(expression: str) -> float:
     except SyntaxError as exc:
         raise ValueError(f"Not an arithmetic expression: {expression!r}.") from exc
     try:
-        return float(_evaluate(tree.body))
+        value = float(_evaluate(tree.body))
     except ZeroDivisionError as exc:
         raise ValueError(f"Division by zero in {expression!r}.") from exc
+    # 15 significant digits, all a float holds exactly: 229.5 - 181.2 is 48.3, not
+    # 48.30000000000001.
+    return float(f"{value:.15g}")
 
 
 def _evaluate(node: ast.expr) -> Any:

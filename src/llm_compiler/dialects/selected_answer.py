@@ -89,14 +89,16 @@ def _norm(text: str) -> str:
 
 def number_text(text: str) -> str:
     """A number as an answer writes it: ``4806.0`` -> ``4806``, ``107600000.0`` ->
-    ``107,600,000``; other text unchanged."""
+    ``107,600,000``, ``48.30000000000001`` -> ``48.3`` (15 significant digits); other
+    text unchanged."""
     text = text.strip()
     if not _NUMBER.fullmatch(text):
         return text
-    value = float(text)
+    value = float(f"{float(text):.15g}")
     if value.is_integer():
         return f"{int(value):,}" if abs(value) >= 10_000 else str(int(value))
-    return text
+    shown = repr(value)
+    return text if "e" in shown else shown
 
 
 def _strings(value: Any) -> list[str]:
