@@ -266,16 +266,21 @@ def question_names(question: str) -> list[str]:
     """The names a question writes, each whole: runs of capitalized words (``Leonardo
     da Vinci``, ``CEO of NVIDIA``) without sentence starts and labels at their ends
     (``How``, ``What``)."""
-    out: list[str] = []
+    out: dict[str, None] = {}  # ordered, and each seen in O(1): linear in the question
+
+    def label(word: str) -> bool:
+        return word.lower() in _COMMON or not word[0].isupper()
+
     for match in _NAME.finditer(question):
         words = match.group().split()
-        while words and (words[0].lower() in _COMMON or not words[0][0].isupper()):
-            words.pop(0)
-        while words and (words[-1].lower() in _COMMON or not words[-1][0].isupper()):
-            words.pop()
-        if words and " ".join(words) not in out:
-            out.append(" ".join(words))
-    return out
+        start, end = 0, len(words)
+        while start < end and label(words[start]):
+            start += 1
+        while end > start and label(words[end - 1]):
+            end -= 1
+        if start < end:
+            out.setdefault(" ".join(words[start:end]))
+    return list(out)
 
 
 def _is_code(name: str) -> bool:
