@@ -57,6 +57,9 @@ _QUANTITY = re.compile(
 #: Words of a tool's name or first parameter that make it a calculator.
 _COMPUTE_WORDS = ("calc", "math", "arithmetic", "expr", "formula", "equation")
 MAX_NAMES = 80
+#: Most words of one name (``United States of America`` has 4): a longer run of
+#: capitalized words gives its parts of this length, so reading a run stays linear in it.
+MAX_NAME_WORDS = 8
 MAX_NUMBERS = 120
 
 
@@ -65,14 +68,15 @@ def names(texts: Iterable[str], limit: int = MAX_NAMES) -> list[str]:
 
     ``"How much higher is Mount Everest than K2?"`` gives ``Mount Everest``, ``Mount``,
     ``Everest``, ``How`` and ``K2``: every run of capitalized words (``of``/``de``...
-    may join them) and every part of a run that starts with a capitalized word.
+    may join them) and every part of a run that starts and ends with a capitalized
+    word, of :data:`MAX_NAME_WORDS` words at most.
     """
     found: dict[str, None] = {}
     for text in texts:
         for match in _NAME.finditer(text):
             words = match.group().split()
             for i in range(len(words)):
-                for j in range(len(words), i, -1):
+                for j in range(min(len(words), i + MAX_NAME_WORDS), i, -1):
                     part = words[i:j]
                     if part[0][0].isupper() and part[-1][0].isupper():
                         found[" ".join(part)] = None
