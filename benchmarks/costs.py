@@ -1,5 +1,5 @@
-"""The cost arithmetic of the durable benchmarks (standard library only: the LangGraph
-comparison, in its own venv, uses it too).
+"""How the durable benchmarks take and derive their costs (standard library only: the
+LangGraph comparison, in its own venv, uses it too).
 
 From run latencies of plans of 1 and of 9 parallel tasks, L(1) and L(9), per store: per
 extra parallel task = (L(9) - L(1)) / 8, per run = L(1) - per task; a store's extras and
@@ -10,9 +10,48 @@ from __future__ import annotations
 
 import random
 import statistics
+import time
+from collections.abc import Awaitable, Callable
 
 Point = tuple[str, int]
 """A measured point: (store, tasks)."""
+#: Untimed runs of each point before the timed ones.
+WARM_UP = 2
+
+
+async def interleave(
+    points: dict[Point, Callable[[str], Awaitable[None]]],
+    runs: int,
+    probes: dict[Point, Callable[[], float]] | None = None,
+    settle: dict[Point, Callable[[], Awaitable[None]]] | None = None,
+) -> tuple[dict[Point, list[float]], dict[Point, float]]:
+    """Seconds of each run of every point, taken round by round (one run of each point per
+    round, the order rotating), so drift on a shared machine lands on all points alike.
+
+    :data:`WARM_UP` runs per point first. `probes` read a counter (CPU seconds) before and after
+    each timed run of their point, outside the timing; their summed deltas are returned.
+    `settle` is awaited after each run of its point, untimed but probed (a journal's commit
+    that would otherwise land in the next point's run).
+    """
+    keys = list(points)
+    for key in keys:
+        for i in range(WARM_UP):
+            await points[key](f"warm-{i}")
+    samples: dict[Point, list[float]] = {key: [] for key in keys}
+    probed: dict[Point, float] = dict.fromkeys(probes or {}, 0.0)
+    for r in range(runs):
+        shift = r % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            probe = (probes or {}).get(key)
+            before = probe() if probe else 0.0
+            start = time.perf_counter()
+            await points[key](f"q{r}")
+            samples[key].append(time.perf_counter() - start)
+            if settle and key in settle:
+                await settle[key]()
+            if probe:
+                probed[key] += probe() - before
+    return samples, probed
 
 
 def summarize(

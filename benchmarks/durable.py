@@ -45,7 +45,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.costs import Point, summarize, table
+from benchmarks.costs import WARM_UP, Point, interleave, summarize, table
 from llm_compiler import LLMCompilerWorkflow
 from llm_compiler.testing import LLMCall, ScriptedLLM
 
@@ -180,7 +180,7 @@ def served_costs(
                 return await interleave(points, runs, probes)
 
         samples, db_cpu = asyncio.run(measure())
-        counted = runs + 2  # the warm-up runs are in the server's CPU, so count them
+        counted = runs + WARM_UP  # the warm-up runs are in the server's CPU, so count them
         cpu_rows = {
             name: {
                 "worker_cpu_ms": (cpu(procs[name, 9][1]) - before[name, 9]) * 1000 / counted,
@@ -246,44 +246,6 @@ async def in_process(
 
 async def _local_run(wf: LLMCompilerWorkflow, label: str) -> None:
     await wf.run(user_msg=label, run_id=f"{label}-{time.time_ns()}")
-
-
-# ----------------------------------------------------------------------------- interleaving
-
-
-async def interleave(
-    points: dict[Point, Callable[[str], Awaitable[None]]],
-    runs: int,
-    probes: dict[Point, Callable[[], float]] | None = None,
-    settle: dict[Point, Callable[[], Awaitable[None]]] | None = None,
-) -> tuple[dict[Point, list[float]], dict[Point, float]]:
-    """Seconds of each run of every point, taken round by round (one run of each point per
-    round, the order rotating), so drift on a shared machine lands on all points alike.
-
-    Two warm-up runs per point first. `probes` read a counter (CPU seconds) before and after
-    each timed run of their point, outside the timing; their summed deltas are returned.
-    `settle` is awaited after each run of its point, untimed but probed (a journal's commit
-    that would otherwise land in the next point's run).
-    """
-    keys = list(points)
-    for key in keys:
-        for i in range(2):
-            await points[key](f"warm-{i}")
-    samples: dict[Point, list[float]] = {key: [] for key in keys}
-    probed: dict[Point, float] = dict.fromkeys(probes or {}, 0.0)
-    for r in range(runs):
-        shift = r % len(keys)
-        for key in keys[shift:] + keys[:shift]:
-            probe = (probes or {}).get(key)
-            before = probe() if probe else 0.0
-            start = time.perf_counter()
-            await points[key](f"q{r}")
-            samples[key].append(time.perf_counter() - start)
-            if settle and key in settle:
-                await settle[key]()
-            if probe:
-                probed[key] += probe() - before
-    return samples, probed
 
 
 # ----------------------------------------------------------------------------- scale-out

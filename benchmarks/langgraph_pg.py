@@ -27,10 +27,10 @@ import json
 import operator
 import os
 import sys
-import time
 import uuid
 from collections import Counter
 from contextlib import AsyncExitStack
+from functools import partial
 from importlib.metadata import version
 from typing import Annotated, Any, TypedDict
 
@@ -39,7 +39,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from benchmarks.costs import summarize
+from benchmarks.costs import WARM_UP, interleave, summarize
 
 BASE = "LangGraph, no checkpointer"
 SIZES = (1, 9)
@@ -103,20 +103,16 @@ class Variant:
         self.name, self.durability = name, durability
         self.calls: Counter[str] = Counter()
         self.graph = build(counted(saver, self.calls) if saver is not None else None)
-        self.times: dict[int, list[float]] = {n: [] for n in SIZES}
         self.writes: dict[int, Counter[str]] = {n: Counter() for n in SIZES}
 
-    async def run(self, tasks: int) -> float:
+    async def run(self, tasks: int, question: str) -> None:
         config = {"configurable": {"thread_id": uuid.uuid4().hex}}
         options = {"durability": self.durability} if self.durability else {}
         self.calls.clear()
-        start = time.perf_counter()
-        out = await self.graph.ainvoke({"question": "q", "tasks": tasks}, config, **options)
-        elapsed = time.perf_counter() - start
+        out = await self.graph.ainvoke({"question": question, "tasks": tasks}, config, **options)
         self.writes[tasks] += self.calls
         if len(out["results"]) != tasks:
             raise RuntimeError(f"{self.name}: {len(out['results'])} results for {tasks} tasks")
-        return elapsed
 
 
 async def measure(dsns: list[str], durabilities: list[str], runs: int) -> dict[str, Any]:
@@ -133,21 +129,14 @@ async def measure(dsns: list[str], durabilities: list[str], runs: int) -> dict[s
             for mode in durabilities:
                 suffix = "" if mode == "async" else f", durability={mode}"
                 variants.append(Variant(name + suffix, saver, mode))
-        points = [(v, n) for v in variants for n in SIZES]
-        for v, n in points:
-            for _ in range(2):
-                await v.run(n)
-        for v in variants:
-            v.writes = {n: Counter() for n in SIZES}
-        for i in range(runs):
-            shift = i % len(points)
-            for v, n in points[shift:] + points[:shift]:
-                v.times[n].append(await v.run(n))
-    rows = summarize({(v.name, n): v.times[n] for v in variants for n in SIZES}, BASE)
+        points = {(v.name, n): partial(v.run, n) for v in variants for n in SIZES}
+        samples, _ = await interleave(points, runs)
+    rows = summarize(samples, BASE)
+    counted_runs = runs + WARM_UP
     for v in variants:
         for n in SIZES if v.durability else ():  # per run: checkpoints, task-write batches
-            rows[v.name][f"checkpoints_{n}"] = v.writes[n]["aput"] / runs
-            rows[v.name][f"write_batches_{n}"] = v.writes[n]["aput_writes"] / runs
+            rows[v.name][f"checkpoints_{n}"] = v.writes[n]["aput"] / counted_runs
+            rows[v.name][f"write_batches_{n}"] = v.writes[n]["aput_writes"] / counted_runs
     return rows
 
 
