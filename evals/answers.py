@@ -61,7 +61,7 @@ class Question:
     batch: int = 1
     """Held-out questions of batch 2 were written after batch 1's answers had been read
     and the engine changed; they were run for the first time to be reported. Batch 3
-    likewise after batch 2, batch 4 after batch 3."""
+    likewise after batch 2, batch 4 after batch 3, batch 5 after batch 4."""
 
 
 def _q(text: str, expect: tuple[str | float, ...], kind: Kind, **kw: Any) -> Question:
@@ -198,6 +198,35 @@ QUESTIONS = (
        tools="stocks", held_out=True, batch=4),
     _q("When was Cyberdyne Systems founded?", (), "missing", tools="stocks", held_out=True,
        batch=4),
+    # Held out, batch 5: written after batch 4 had been read, before the changes that
+    # followed it; run once, with the final code.
+    _q("What is the diameter of Mars?", (6792,), "fact", held_out=True, batch=5),
+    _q("In which year did Galileo Galilei die?", (1642,), "fact", held_out=True, batch=5),
+    _q("What are the capitals of Spain and Brazil?", ("Madrid", "Brasilia"), "facts",
+       held_out=True, batch=5),
+    _q("What are the populations of Egypt and Brazil?", (105_000_000, 203_000_000), "facts",
+       held_out=True, batch=5),
+    _q("How much longer is the Yangtze than the Danube, in km?", (3450,), "compare",
+       held_out=True, batch=5),
+    _q("How much higher is Mount Everest than Mount Fuji?", (5073,), "compare", held_out=True,
+       batch=5),
+    _q("What is the combined population of Norway and Switzerland?", (14_400_000,), "compare",
+       held_out=True, batch=5),
+    _q("How many years after Ada Lovelace was Albert Einstein born?", (64,), "compare",
+       held_out=True, batch=5),
+    _q("What is the capital of Portugal?", (), "missing", held_out=True, batch=5),
+    _q("How long is the Loire river?", (), "missing", held_out=True, batch=5),
+    _q("Who is the chief executive of Alphabet?", ("Sundar Pichai",), "fact", tools="stocks",
+       held_out=True, batch=5),
+    _q("What does a share of MSFT cost in British pounds?", (378.88,), "fact", tools="stocks",
+       held_out=True, batch=5),
+    _q("When was NVIDIA founded and how many employees does it have?", (1993, 36_000),
+       "facts", tools="stocks", held_out=True, batch=5),
+    _q("How much more does a share of GOOGL cost than a share of NVDA?", (20.2,), "compare",
+       tools="stocks", held_out=True, batch=5),
+    _q("How many more employees does Alphabet have than Tesla?", (58_000,), "compare",
+       tools="stocks", held_out=True, batch=5),
+    _q("Who is the CEO of Globex?", (), "missing", tools="stocks", held_out=True, batch=5),
 )  # fmt: skip
 
 _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
@@ -495,7 +524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m evals.answers", description=__doc__)
     p.add_argument(
         "--set",
-        choices=("all", "tuned", "seen", "held-out", "held-out-2", "held-out-3", "held-out-4"),
+        choices=("all", "tuned", "seen", "held-out", *(f"held-out-{n}" for n in range(2, 6))),
         default="all",
     )
     p.add_argument("--tools", choices=("all", "demo", "stocks"), default="all")
