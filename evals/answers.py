@@ -11,7 +11,7 @@ answer, when it says it could not find the answer. Other answers count as "could
 find" when they say so, else wrong. Questions marked held out were not looked at while
 the prompts, examples and grammars were tuned; they are reported apart, by batch (batch
 1 was read after its runs, before later changes; batch 2 was written after that, batch 3
-after batch 2 had been read, batch 4 after batch 3). Each
+after batch 2 had been read, batch 4 after batch 3, batch 5 after batch 4). Each
 question can be asked of the Thought/Action joiner, the JSON joiner or both. Each question's
 first task (seconds from ``run()`` to the first tool call) and answer are timed, the
 questions one after another on one warm model, each asked once the model has read the
