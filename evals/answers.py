@@ -439,6 +439,7 @@ def groups(outcomes: Sequence[AnswerOutcome]) -> list[tuple[str, list[AnswerOutc
             (True, 2, "held out 2"),
             (True, 3, "held out 3"),
             (True, 4, "held out 4"),
+            (True, 5, "held out 5"),
         ):
             for tools in ("demo", "stocks"):
                 group = [o for o in mine if (o.held_out, o.batch, o.tools) == (held, batch, tools)]

@@ -20,14 +20,21 @@ from llm_compiler.dialects.grounding import (
     compares,
     compute_tool,
     excluded_operators,
+    expression_numbers,
     failed_tasks,
+    found_calls,
     found_nothing,
+    named_values,
     names,
     number_forms,
+    operands,
+    operands_found,
     plan_names,
     question_names,
+    question_words,
     replan_reason,
     required_tool,
+    text_result_ids,
     text_tools,
 )
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
@@ -316,3 +323,106 @@ def test_names_are_read_in_time_linear_in_the_question():
     run = names(["Ab " * 40_000])
     assert run[0] == " ".join(["Ab"] * MAX_NAME_WORDS) and len(run) == MAX_NAME_WORDS
     assert time.perf_counter() - start < 3.0
+
+
+# ---------------------------------------------------------------- numbers in texts
+
+EMPLOYEES = "How many employees do NVIDIA and Alphabet have together?"
+PROFILES = [
+    TaskRecord(
+        1,
+        "company_profile",
+        '1. company_profile("NVIDIA")',
+        "NVIDIA: ticker NVDA; CEO Jensen Huang; founded 1993; 36,000 employees.",
+    ),
+    TaskRecord(
+        2,
+        "company_profile",
+        '2. company_profile("Alphabet")',
+        "Alphabet: ticker GOOGL; CEO Sundar Pichai; founded 2015; 183,000 employees.",
+    ),
+]
+
+
+def test_question_words_are_its_lower_case_words_with_the_nouns_they_name():
+    words = question_words("How many years after Ada Lovelace was Albert Einstein born?")
+    assert {"year", "born", "birth"} <= words
+    assert not words & {"how", "many", "after", "ada", "lovelace"}  # asking words, names
+
+
+def test_a_comparison_of_numbers_only_a_text_tool_describes_may_call_it():
+    from evals import stocks
+
+    assert text_tools(stocks.TOOLS, EMPLOYEES) == ["stock_price", "convert_currency"]
+    prices = "How much more does a share of AAPL cost than a share of NVDA?"
+    assert text_tools(stocks.TOOLS, prices) == ["company_profile"]
+    # The demo's search shares no word of a question with lookup's fields only.
+    assert text_tools(demo_tools.TOOLS, "What is the combined population of Peru?") == ["search"]
+
+
+def test_a_comparison_of_several_names_reads_the_field_its_words_name_most():
+    born = "How many years after Marie Curie was Alan Turing born?"
+    assert named_values(born, demo_tools.TOOLS) == {"lookup": {"field": ["birth_year"]}}
+    one_person = "How old was Alan Turing when he died?"  # two fields of one person
+    assert named_values(one_person, demo_tools.TOOLS) == {}
+    assert named_values("What are the capitals of Peru and Chile?", demo_tools.TOOLS) == {}
+    grammar = plan_grammar(demo_tools.TOOLS, narrow=named_values(born, demo_tools.TOOLS))
+    ok = plan('lookup("Marie Curie", "birth_year")', 'lookup("Alan Turing", "birth_year")')
+    assert accepts(grammar, ok)
+    assert not accepts(grammar, plan('lookup("Alan Turing", "death_year")'))
+
+
+def test_a_calculation_after_texts_writes_the_numbers_the_question_names():
+    context = PromptContext(EMPLOYEES, rounds=[RoundRecord(tasks=PROFILES)], tools=[])
+    numbers = expression_numbers(context)
+    assert "36000" in numbers and "183000" in numbers
+    assert "1993" not in numbers and "2015" not in numbers  # founding years: not asked
+    assert text_result_ids(context) == {1, 2}
+    assert operands_found(context)
+    assert operands(context) == (["36000", "183000"], 2)
+    grammar = plan_grammar(
+        demo_tools.TOOLS,
+        first_id=3,
+        known_ids=[1, 2],
+        compute="calculator",
+        compute_texts=text_result_ids(context),
+        compute_operands=operands(context),
+        require="calculator",
+        avoid=["search", "lookup"],
+    )
+    assert accepts(grammar, '3. calculator("36000 + 183000")\n4. join()\n' + END_OF_PLAN)
+    assert not accepts(grammar, '3. calculator("183000 + 183000")\n4. join()\n' + END_OF_PLAN)
+    assert not accepts(grammar, '3. calculator("$1 + $2")\n4. join()\n' + END_OF_PLAN)
+    assert not accepts(grammar, '3. search("NVIDIA")\n4. calculator("36000 + 183000")\n5. join()\n'
+                       + END_OF_PLAN)  # fmt: skip
+
+
+def test_numbers_of_a_text_with_no_question_word_beside_them_all_stay():
+    population = "Population: about 1.41 billion (2023 estimate). Area: 9,596,961 km²."
+    china = TaskRecord(1, "search", '1. search("China")', f"China: {population}")
+    asked = PromptContext("What is the combined population of China and India?",
+                          rounds=[RoundRecord(tasks=[china])])  # fmt: skip
+    assert "1410000000" in expression_numbers(asked)
+    assert "9596961" not in expression_numbers(asked)
+    other = PromptContext("What is the sum of China and India?", rounds=asked.rounds)
+    assert "9596961" in expression_numbers(other)  # no word names one: every number
+    assert not operands_found(PromptContext(asked.question, rounds=[]))
+
+
+def test_a_replan_for_a_name_left_out_does_not_repeat_what_was_found():
+    question = "How many more employees does Microsoft have than Apple?"
+    found = TaskRecord(1, "company_profile", '1. company_profile("Microsoft")',
+                       "Microsoft: ticker MSFT; 228,000 employees.")  # fmt: skip
+    context = PromptContext(question, rounds=[RoundRecord(tasks=[found])])
+    from evals import stocks
+
+    assert found_calls(context, stocks.TOOLS) == {"company_profile": [("Microsoft",)]}
+    grammar = plan_grammar(stocks.TOOLS, first_id=2, known_ids=[1],
+                           names=plan_names(context, stocks.TOOLS),
+                           exclude=found_calls(context, stocks.TOOLS))  # fmt: skip
+    assert accepts(grammar, '2. company_profile("Apple")\n3. join()\n' + END_OF_PLAN)
+    assert not accepts(grammar, '2. company_profile("Microsoft")\n3. join()\n' + END_OF_PLAN)
+    apple = TaskRecord(2, "company_profile", '2. company_profile("Apple")', "Apple: 164,000.")
+    both = PromptContext(question, rounds=[RoundRecord(tasks=[found, apple])])
+    assert found_calls(both, stocks.TOOLS) == {}  # nothing left out: no constraint
+    assert compares(question)  # "how many more ..."

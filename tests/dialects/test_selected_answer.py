@@ -286,6 +286,7 @@ def test_varied_examples_show_several_shapes_with_the_runs_tools():
         "1. stock_price(" in parallel and "2. stock_price(" in parallel and "3. join()" in parallel
     )
     assert "2. convert_currency(amount=$1" in chain and "3. join()" in chain
+    assert chain.startswith("Stock price for Initech in USD.\n")  # as users ask for it
     assert '3. calculator(expression="$1 - $2")' in compare
     assert single.count("(") == 2 and "company_profile(name=" in single  # the tool's words
     assert "Ada Lovelace" not in text  # a company, not a person, for company_profile(name)
@@ -446,3 +447,17 @@ def test_numbers_are_written_as_an_answer_writes_them():
     assert number_text("107600000.0") == "107,600,000"
     assert number_text("0.00001") == "0.00001"
     assert number_text("181.2 USD") == "181.2 USD"
+
+
+def test_a_calculation_of_numbers_read_from_texts_is_the_answers_last_part():
+    ctx = context(
+        "How many more employees does Microsoft have than Apple?",
+        T(1, "company_profile", '1. company_profile("Microsoft")', "Microsoft: 228,000 employees."),
+        T(2, "company_profile", '2. company_profile("Apple")', "Apple: 164,000 employees."),
+        T(3, "calculator", '3. calculator("$1 - $2")', "Error: not arithmetic", is_error=True),
+        T(4, "calculator", '4. calculator("228000 - 164000")', "64000.0"),
+        tools=stocks.TOOLS,
+    )
+    answer = selected_answer(ctx)
+    assert answer is not None and answer.endswith("; 228000 - 164000 = 64,000.")
+    assert answer.startswith("Microsoft: 228,000 employees; Apple: 164,000 employees")

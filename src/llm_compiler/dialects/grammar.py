@@ -111,6 +111,9 @@ class _Rules:
         self.string = "str"
         self._name_list = list(names)
         self.expression_numbers: Sequence[str] | None = None
+        self.small_numbers = True
+        self.operands: Sequence[str] = ()
+        self.operand_count = 0
         if names:
             self.string = "name-str"
             self.rules["name-str"] = _NAME_STR
@@ -145,6 +148,8 @@ class _Rules:
         free.
         """
         excluded = "".join(f"\\x{ord(c):02X}" for c in without)
+        if self.operands:
+            return self._operands_expression(without)
         if refs is None:
             self.rules.setdefault("expr-str", _EXPR_STR.replace("A-Z", "A-Z" + excluded))
             return "expr-str"
@@ -152,7 +157,8 @@ class _Rules:
         item = f'({plain} | "\\\\" ["\\\\nrt]){{0,{MAX_EXPRESSION_RUN}}}'
         after = plain.replace("A-Z", "A-Z0-9")  # no digit after $N: "$12" is not "$1"
         if self.expression_numbers is not None:  # each number whole, one of them
-            forms = [*dict.fromkeys([*self.expression_numbers, *SMALL_NUMBERS])]
+            small = SMALL_NUMBERS if self.small_numbers else ()
+            forms = [*dict.fromkeys([*self.expression_numbers, *small])]
             number = self.add("expr-num", " | ".join(gbnf_literal(n) for n in forms))
             unit = f'({after} | "\\\\" ["\\\\nrt] | {number} {after})'
             item = f"{unit}{{0,{MAX_EXPRESSION_RUN}}} {number}?"
@@ -168,6 +174,25 @@ class _Rules:
             firsts.append(f'"{i}" ({after} {rest})?')
         body = f'"\\"" {item} ("$" ({" | ".join(firsts)}))? "\\""'
         return self.add(f"expr-str-{len(refs)}", body)
+
+    def _operands_expression(self, without: str) -> str:
+        """Each ordered choice of ``operand_count`` different `operands`, joined by
+        an operator not in `without` (``"36000 + 183000"``)."""
+        ops = _alt(gbnf_literal(f" {o} ") for o in "+-*/" if o not in without) or '" + "'
+        items = [gbnf_literal(o) for o in self.operands]
+
+        def chains(left: list[int], n: int) -> str:
+            if n == 0:
+                return ""
+            return _alt(
+                f"{items[i]} {ops} {rest}".strip()
+                if (rest := chains(left[:k] + left[k + 1 :], n - 1))
+                else items[i]
+                for k, i in enumerate(left)
+            )
+
+        body = chains(list(range(len(items))), self.operand_count)
+        return self.add("expr-operands", f'"\\"" {body} "\\""')
 
     def add(self, hint: str, body: str) -> str:
         if body in self._names:
@@ -315,23 +340,30 @@ def _tool_call(
     compute: str | None = None,
     exclude: Sequence[tuple[Any, ...]] = (),
     suggest: Mapping[tuple[Any, ...], Sequence[Any]] | None = None,
+    narrow: Mapping[str, Sequence[Any]] | None = None,
+    texts: Iterable[int] = (),
 ) -> str:
     """One tool's call on one line, in call form or JSON form (`compute`: its string
-    arguments are arithmetic without these characters, see ``_EXPR_STR``; `exclude`:
-    the required arguments' values of calls it may not repeat; `suggest`: see
-    :func:`plan_grammar`)."""
+    arguments are arithmetic without these characters, see ``_EXPR_STR``, naming no
+    task of `texts`; `exclude`: the required arguments' values of calls it may not
+    repeat; `suggest`, `narrow`: see :func:`plan_grammar`)."""
     hint = f"t{index}-{spec.name}-{values['py'].tag}"
     if spec.call_form and exclude and compute is None:
         excluding = _excluding_call(rules, spec, index, values["py"], exclude, hint, suggest)
         if excluding is not None:
             return excluding
+    schemas = [
+        {**p.schema, "enum": list(narrow[p.name])} if narrow and p.name in narrow else p.schema
+        for p in spec.params
+    ]
     if spec.call_form:
         v = values["py"]
+        refs = [i for i in v.ref_ids if i not in set(texts)]
         typed = [
-            _alt([v.ref, rules.expression(compute, v.ref_ids)])
+            _alt([v.ref, rules.expression(compute, refs)])
             if compute is not None and p.schema.get("type") == "string"
-            else v.value(p.schema, f"t{index}-{p.name}")
-            for p in spec.params
+            else v.value(schema, f"t{index}-{p.name}")
+            for p, schema in zip(spec.params, schemas, strict=True)
         ]
         kw = [
             (f"{gbnf_literal(p.name + '=')} {e}", p.required)
@@ -342,9 +374,9 @@ def _tool_call(
     else:
         v = values["json"]
         kw = [
-            (f"{gbnf_literal(json.dumps(p.name) + ': ')} {v.value(p.schema, f't{index}-{p.name}')}",
+            (f"{gbnf_literal(json.dumps(p.name) + ': ')} {v.value(schema, f't{index}-{p.name}')}",
              p.required)
-            for p in spec.params
+            for p, schema in zip(spec.params, schemas, strict=True)
         ]  # fmt: skip
         args = _first(rules, kw, hint)
         head = gbnf_literal("{" + json.dumps(spec.name) + ": {")
@@ -461,6 +493,10 @@ def plan_grammar(
     exclude: Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
     compute_numbers: Sequence[str] | None = None,
     suggest: Mapping[str, Mapping[tuple[Any, ...], Sequence[Any]]] | None = None,
+    narrow: Mapping[str, Mapping[str, Sequence[Any]]] | None = None,
+    compute_texts: Iterable[int] = (),
+    compute_small: bool = True,
+    compute_operands: tuple[Sequence[str], int] = ((), 0),
 ) -> str:
     """GBNF for a plan over `tools` (BaseTools or callables), numbered from `first_id`.
 
@@ -499,6 +535,14 @@ def plan_grammar(
             enum, may then take (those a failure named: "known fields: birth_year,
             death_year"). ``{"lookup": {("Leonardo da Vinci",): ["birth_year",
             "death_year"]}}``.
+        narrow: The only values an enum argument may take, by tool and argument
+            (``{"lookup": {"field": ["birth_year"]}}``: the field a question comparing
+            two people's births names), where `exclude` does not constrain the call.
+        compute_texts: Earlier tasks whose results are texts: `compute`'s expressions
+            do not name them (a calculator cannot read a profile; it writes the
+            numbers, which `compute_numbers` lists).
+        compute_small: Whether `compute_numbers` adds ``SMALL_NUMBERS`` (not when the
+            numbers to compute on were found: ``"1 + 2"`` then only copies ``"$1 + $2"``).
 
     Returns:
         The grammar text (root rule ``root``).
@@ -510,6 +554,8 @@ def plan_grammar(
         raise ValueError("max_tasks and first_id must be at least 1.")
     rules, known, avoid = _Rules(names), sorted(set(known_ids)), set(avoid)
     rules.expression_numbers = compute_numbers
+    rules.small_numbers = compute_small
+    rules.operands, rules.operand_count = compute_operands
     thought = "thought? " if allow_thoughts else ""
     lines: list[tuple[int, str, str, str]] = []  # id, any call, the required tool's, others'
     for k in range(max_tasks):
@@ -527,6 +573,8 @@ def plan_grammar(
                     _without(s, compute, compute_without),
                     (exclude or {}).get(s.name, ()),
                     (suggest or {}).get(s.name),
+                    (narrow or {}).get(s.name),
+                    compute_texts,
                 ),
             )
             for n, s in enumerate(specs)
@@ -553,7 +601,9 @@ def plan_grammar(
     for task_id, call, need, other in reversed(lines):
         head = gbnf_literal(f"{task_id}. ")
         if todo is not None:  # lines before the required tool's call: no join yet
-            body = f'{head} ({need} "\\n" {done}' + (f' | {other} "\\n" {todo})' if todo else ")")
+            body = f'{head} ({need} "\\n" {done}' + (
+                f' | {other} "\\n" {todo})' if todo and other else ")"
+            )
             todo = line(task_id, body, "todo")
         body = f'{head} {call} "\\n" {done}'
         if task_id > first_id:  # a plan has at least one task

@@ -7,6 +7,11 @@ string argument that starts like a name must start with one of them), and the nu
 of the question, the observations and computations (the only digits an answer may
 write). It also tells which tasks found nothing, so a round of failed lookups is
 planned again instead of answered.
+
+For questions that compare, it reads the question's words (``born`` also as
+``birth``): the things compared are read by the field those words name, a tool of
+texts may be called when only its description has them ("employees"), and a
+calculation after texts writes the numbers those words stand next to in them.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ _COMMON = frozenset(
 )
 #: A question that compares or combines quantities (its plan computes).
 _COMPARES = re.compile(
-    r"\bhow (?:much|many \w+) (?:more|less|fewer|higher|lower|longer|shorter|taller|older"
+    r"\bhow (?:much|many)(?: \w+)? (?:more|less|fewer|higher|lower|longer|shorter|taller|older"
     r"|younger|bigger|larger|smaller|further|farther|heavier|lighter|deeper|after|before)\b"
     r"|\bby how (?:much|many)\b|\bdifferences?\b|\bcombined\b|\btotal\b|\bsum\b"
     r"|\btogether\b|\baltogether\b|\bratio\b|\bhow old was\b|\btimes (?:as|more)\b",
@@ -213,11 +218,26 @@ def _value_words(value: str) -> set[str]:
     return set(re.findall(r"[a-z]{3,}", value.lower()))
 
 
+def found_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list[tuple[Any, ...]]]:
+    """For a replan that must plan for a name the first round left out
+    (:func:`uncovered_names`), the calls that found something, by tool, as
+    :func:`failed_calls` lists failed ones: their results are known, and the 270M model
+    otherwise writes ``company_profile("Microsoft")`` again for "... than Apple"."""
+    if not uncovered_names(context):
+        return {}
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    for spec, values, _ in _failed_required(context, tools, found=True, least=1):
+        if values not in out.setdefault(spec.name, []):
+            out[spec.name].append(values)
+    return out
+
+
 def _failed_required(
-    context: PromptContext, tools: Sequence[Any]
+    context: PromptContext, tools: Sequence[Any], *, found: bool = False, least: int = 2
 ) -> list[tuple[Any, tuple[Any, ...], TaskRecord]]:
     """Each failed call of two or more literal required values (see
-    :func:`failed_calls`): its tool's spec, those values in order, and its record."""
+    :func:`failed_calls`): its tool's spec, those values in order, and its record
+    (with `found`, the calls that found something; of `least` values or more)."""
     from llm_compiler.dialects.llmcompiler.parser import parse_task_line  # imports this module
 
     specs = {spec.name: spec for spec in tool_specs(tools)}
@@ -225,7 +245,7 @@ def _failed_required(
     records = [t for r in context.rounds for t in r.tasks]
     for record in records:
         spec = specs.get(record.tool)
-        if spec is None or record.skipped or not found_nothing(record):
+        if spec is None or record.skipped or found_nothing(record) != (not found):
             continue
         body = re.sub(r"^\s*\d+\.\s*", "", record.text)
         task = parse_task_line(record.id, body, earlier=[t.id for t in records])
@@ -236,16 +256,121 @@ def _failed_required(
         if not required or any(p.name not in named for p in required):
             continue
         values = tuple(named[p.name] for p in required)
-        if len(values) > 1 and all(isinstance(v, str | int | float | bool) for v in values):
+        if len(values) >= least and all(isinstance(v, str | int | float | bool) for v in values):
             out.append((spec, values, record))
     return out
 
 
 def expression_numbers(context: PromptContext) -> list[str]:
     """The numbers a plan's calculation may write: the question's and those earlier
-    rounds found (as written, plain: ``4806.0``, ``4806``)."""
-    texts = [context.question, *observation_texts(context.rounds)]
+    rounds found (as written, plain: ``4806.0``, ``4806``). Of a text that found
+    something, only the numbers a word of the question stands next to, if it has some
+    (``36,000`` of "founded 1993; 36,000 employees" for "how many employees").
+    """
+    asked = question_words(context.question)
+    texts = [context.question]
+    for text in observation_texts(context.rounds):
+        named = _named_numbers(text, asked)
+        texts += [" ".join(named)] if named else [text]
     return [n for n in number_forms(texts) if "," not in n]
+
+
+#: A number as texts write it, with a scale word (``1.41 billion``), and what parts a text.
+_NUMBER_WORDS = re.compile(r"\d+(?:[.,]\d+)*(?:\s+(?:thousand|million|billion))?")
+_CLAUSE = re.compile(r"[;.!?()\n]\s|[;()\n]")
+#: Words on each side of a number that say what it counts.
+_NEAR = 3
+
+
+def _named_numbers(text: str, asked: set[str]) -> list[str]:
+    """The numbers of `text` with a word of `asked` among the three words on either
+    side of it, in its clause; scaled (``1.41 billion``: ``1410000000``)."""
+    if not asked:
+        return []
+    out = []
+    for clause in _CLAUSE.split(text):
+        for match in _NUMBER_WORDS.finditer(clause):
+            before = re.findall(r"[A-Za-z]{3,}", clause[: match.start()])[-_NEAR:]
+            after = re.findall(r"[A-Za-z]{3,}", clause[match.end() :])[:_NEAR]
+            if _words(" ".join(before + after)) & asked:
+                out.append(_plain_number(match.group()))
+    return out
+
+
+def _plain_number(written: str) -> str:
+    """``36,000``: ``36000``; ``1.41 billion``: ``1410000000``."""
+    number, _, scale = written.partition(" ")
+    value = float(number.replace(",", "")) * {"thousand": 1e3, "million": 1e6, "billion": 1e9}.get(
+        scale.strip(), 1.0
+    )
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def operands_found(context: PromptContext) -> bool:
+    """Whether earlier rounds found a number for every name of a comparing question: a
+    result that is a number, or a text with a number a word of the question stands
+    next to, of a call or a text that names it. A replan then computes first."""
+    names = question_names(context.question)
+    if not names or not compares(context.question):
+        return False
+    asked = question_words(context.question)
+    found = [
+        (_plain(t.text + " " + (t.observation or "")), t.observation or "")
+        for r in context.rounds
+        for t in r.tasks
+        if t.observation is not None and not found_nothing(t)
+    ]
+    return all(
+        any(
+            f" {_plain(name)} " in f" {about} "
+            and (_is_number(text) or _named_numbers(text, asked))
+            for about, text in found
+        )
+        for name in names
+    )
+
+
+def operands(context: PromptContext) -> tuple[list[str], int]:
+    """What a replan's calculation computes on once every operand was found
+    (:func:`operands_found`): references to results that are numbers and the numbers
+    texts hold next to a word of the question, and how many it takes (one per name of
+    the question, two at least). ``(["36000", "183000"], 2)`` for "how many employees
+    do NVIDIA and Alphabet have together" after two profiles. Nothing to take: ``([], 0)``."""
+    if not operands_found(context):
+        return [], 0
+    asked = question_words(context.question)
+    out: dict[str, None] = {}
+    for r in context.rounds:
+        for t in r.tasks:
+            text = t.observation
+            if text is None or found_nothing(t):
+                continue
+            if _is_number(text):
+                out[f"${t.id}"] = None
+            else:
+                out.update(dict.fromkeys(_named_numbers(text, asked)))
+    count = max(2, len(question_names(context.question)))
+    return (list(out), count) if len(out) >= count else ([], 0)
+
+
+def text_result_ids(context: PromptContext) -> set[int]:
+    """Earlier rounds' tasks whose results are texts, not numbers: a calculation cannot
+    name them (``calculator("$1 + $2")`` of two profiles fails; it writes the numbers
+    they hold, :func:`expression_numbers`)."""
+    return {
+        t.id
+        for r in context.rounds
+        for t in r.tasks
+        if t.observation is not None and not found_nothing(t) and not _is_number(t.observation)
+    }
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.strip())
+    except ValueError:
+        return False
+    return True
 
 
 def unusable_ids(context: PromptContext) -> set[int]:
@@ -399,7 +524,7 @@ def _computed(context: PromptContext) -> list[str]:
 #: A question that adds quantities up, and one that takes their difference.
 _SUMS = re.compile(r"\b(?:combined|total|sum|together|altogether|in all)\b", re.I)
 _DIFFERS = re.compile(
-    r"\bhow (?:much|many \w+) (?:more|less|fewer|higher|lower|longer|shorter|taller|older"
+    r"\bhow (?:much|many)(?: \w+)? (?:more|less|fewer|higher|lower|longer|shorter|taller|older"
     r"|younger|bigger|larger|smaller|further|farther|heavier|lighter|deeper|after|before)\b"
     r"|\bby how (?:much|many)\b|\bdifferences?\b|\bhow old was\b",
     re.I,
@@ -442,14 +567,98 @@ def compute_tool(tools: Sequence[Any]) -> str | None:
     return None
 
 
-def text_tools(tools: Sequence[Any]) -> list[str]:
-    """Tools a plan that computes leaves out: those declared to return text, when another
-    tool (not the calculator) declares a number (a calculator cannot read a text)."""
-    kinds = {spec.name: _returns(tool) for tool, spec in zip(tools, tool_specs(tools), strict=True)}
+def text_tools(tools: Sequence[Any], question: str = "") -> list[str]:
+    """Tools a plan that computes calls only after the calculator: those declared to
+    return text, when another tool (not the calculator) declares a number (a calculator
+    cannot read a text); but when a word of `question` is in a text tool's description
+    and in no number tool's ("how many employees" and a profile of "founding year and
+    employees" beside a share price), the tools whose descriptions have none of its
+    words: the numbers it asks for are in a text (see :func:`expression_numbers`)."""
+    specs = tool_specs(tools)
+    kinds = {spec.name: _returns(tool) for tool, spec in zip(tools, specs, strict=True)}
     calculator = compute_tool(tools)
     if not any(k in (int, float) for n, k in kinds.items() if n != calculator):
         return []
-    return [n for n, k in kinds.items() if k is str]
+    texts = [n for n, k in kinds.items() if k is str]
+    asked = question_words(question)
+    said = {
+        spec.name: _words(_description(tool)) & asked
+        for tool, spec in zip(tools, specs, strict=True)
+    }
+    in_numbers = set().union(*(said[n] for n, k in kinds.items() if k in (int, float)))
+    if any(said[n] - in_numbers for n in texts):
+        return [s.name for s in specs if s.name != calculator and not said[s.name]]
+    return texts
+
+
+#: Words a question asks with that name no field or thing (``how much more``).
+_STOP = frozenset(
+    """about above after again also among and any are before below between both but can
+    could did does each either few for from had has have how into its just many more most
+    much not now one only other over same several some such than that the their them then
+    there these they this those through together too two under very was were what when
+    where which while who whom whose why will with would you your combined total sum
+    altogether difference less fewer further""".split()
+)
+#: Nouns of words a question asks with (``born``: ``birth``): fields are named by nouns.
+_NOUNS = {
+    "born": "birth", "died": "death", "die": "death", "dead": "death", "dies": "death",
+    "high": "height", "higher": "height", "tall": "height", "taller": "height",
+    "long": "length", "longer": "length", "wide": "width", "wider": "width",
+    "deep": "depth", "deeper": "depth", "heavy": "weight", "heavier": "weight",
+    "old": "age", "older": "age", "far": "distance", "farther": "distance",
+    "big": "size", "bigger": "size", "large": "size", "larger": "size",
+    "founded": "founding", "populous": "population", "cost": "price", "costs": "price",
+}  # fmt: skip
+
+
+def _stem(word: str) -> str:
+    """A word without a plural ``s`` (``employees``: ``employee``; not ``this``)."""
+    return word[:-1] if len(word) > 4 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _words(text: str) -> set[str]:
+    """The words of `text` (lower case, three letters or more, plurals as singulars)."""
+    return {_stem(w) for w in re.findall(r"[a-z]{3,}", text.lower())}
+
+
+def question_words(question: str) -> set[str]:
+    """The words a question asks with (lower-case words, not names: no ``Mount``), as
+    singulars and with the nouns they name (``born``: also ``birth``), without the
+    words of asking and comparing (``how``, ``much``, ``more``)."""
+    out: set[str] = set()
+    for word in re.findall(r"\b[a-z]{3,}\b", question):
+        if word in _STOP:
+            continue
+        out.add(_stem(word))
+        if word in _NOUNS:
+            out.add(_NOUNS[word])
+    return out
+
+
+def named_values(question: str, tools: Sequence[Any]) -> dict[str, dict[str, list[Any]]]:
+    """For a question that compares two or more names, the one value of each enum
+    argument that the question's words name most (``birth_year``, two words, of "how
+    many years after Marie Curie was Alan Turing born", not ``death_year``, one; the
+    lookups of things compared read the same field), by tool and argument. An argument
+    whose values the question names none of, or several equally, is not listed; nor is
+    any for a question about one name ("how old was Alan Turing when he died" reads two
+    fields of one person)."""
+    if not compares(question) or len(question_names(question)) < 2:
+        return {}
+    asked = question_words(question)
+    out: dict[str, dict[str, list[Any]]] = {}
+    for spec in tool_specs(tools):
+        for param in spec.params:
+            enum = param.schema.get("enum")
+            if not isinstance(enum, list):
+                continue
+            score = {x: len(_words(x) & asked) for x in enum if isinstance(x, str)}
+            best = max(score.values(), default=0)
+            named = [x for x, n in score.items() if n == best]
+            if best and len(named) == 1:
+                out.setdefault(spec.name, {})[param.name] = named
+    return out
 
 
 def _returns(tool: Any) -> Any:
@@ -461,6 +670,16 @@ def _returns(tool: Any) -> Any:
             except Exception:  # noqa: BLE001 - an unresolvable hint is no hint
                 continue
     return None
+
+
+def avoided_tools(context: PromptContext, tools: Sequence[Any]) -> list[str]:
+    """Tools a comparing plan calls only after the calculator: when earlier rounds
+    found every operand (:func:`operands_found`), every other tool (the lookups of a
+    replan would only repeat them); else :func:`text_tools`."""
+    calculator = compute_tool(tools)
+    if calculator is not None and operands_found(context):
+        return [s.name for s in tool_specs(tools) if s.name != calculator]
+    return text_tools(tools, context.question)
 
 
 def required_tool(context: PromptContext, tools: Sequence[Any]) -> str | None:

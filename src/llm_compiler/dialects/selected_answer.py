@@ -33,6 +33,7 @@ from llm_compiler.dialects.grammar import NOT_FOUND, gbnf_literal
 from llm_compiler.dialects.grounding import (
     answer_names,
     asks_quantity,
+    compares,
     compute_tool,
     found_nothing,
 )
@@ -134,7 +135,12 @@ def answer_parts(context: PromptContext) -> list[Part]:
                 ancestors(d, seen)
         return seen
 
+    calculator = compute_tool(context.tools)
+    computes = compares(context.question)
+
     def about_question(i: int) -> bool:
+        if computes and ok[i].record.tool == calculator:
+            return True  # a calculation for a comparing question ("36000 + 183000")
         for j in {i} | ancestors(i, set()):
             t = ok[j]
             texts = _strings(list(t.args)) + _strings(list(t.kwargs.values()))
@@ -149,7 +155,6 @@ def answer_parts(context: PromptContext) -> list[Part]:
     for i in chosen:
         shown |= {i} | ancestors(i, set())
     results = {i: number_text(t.record.observation or "") for i, t in ok.items()}
-    calculator = compute_tool(context.tools)
     parts, seen = [], set()
     for i in sorted(shown):
         part = _ranked(_part(ok[i], results, calculator), context.question)
@@ -164,12 +169,12 @@ def _part(task: _Task, results: dict[int, str], calculator: str | None) -> Part:
     record = task.record
     observation = (record.observation or "").strip()
     value = number_text(observation)
+    args = [_resolved(a, results) for a in task.args]
+    kwargs = {k: _resolved(v, results) for k, v in task.kwargs.items()}
+    if record.tool == calculator and len(args) + len(kwargs) == 1:
+        expression = str((args or list(kwargs.values()))[0])
+        return Part(record.id, "", (f"{expression} = {value}",))
     if task.deps:  # a result computed from others: the call with their values, then it
-        args = [_resolved(a, results) for a in task.args]
-        kwargs = {k: _resolved(v, results) for k, v in task.kwargs.items()}
-        if record.tool == calculator and len(args) + len(kwargs) == 1:
-            expression = str((args or list(kwargs.values()))[0])
-            return Part(record.id, "", (f"{expression} = {value}",))
         shown = [_show(a) for a in args] + [_show(v) for v in kwargs.values()]
         return Part(record.id, f"{_readable(record.tool)} of {', '.join(shown)}: ", (value,))
     texts = _strings(list(task.args)) + _strings(list(task.kwargs.values()))

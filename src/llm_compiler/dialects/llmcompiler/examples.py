@@ -256,11 +256,16 @@ def varied_examples(tools: Sequence[BaseTool], compute: str | None = None) -> st
 
 
 def _chain(first: ToolSpec, then: ToolSpec) -> str:
-    """One call whose result feeds another tool."""
+    """One call whose result feeds another tool: asked as users ask it, the second
+    tool's values said after the first's ("Stock price for Initech in USD.", then
+    ``convert_currency($1, "USD")``); with no values of its own, by the tool's name."""
     a, b = _call(first, 2), _call(then, 0, 1)
     assert a is not None and b is not None
-    rest = f" ({_words(b[1])})" if b[1] else ""
-    question = f"{_readable(then.name)}{rest} of the {_readable(first.name)} for {_words(a[1])}"
+    question = f"{_readable(first.name)} for {_words(a[1])}"
+    if b[1]:
+        question += f" in {_words(b[1])}"
+    else:
+        question = f"{_readable(then.name)} of the {question}"
     body = f"1. {a[0]}\n2. {b[0]}\n"
     return f"Question: {question[:1].upper()}{question[1:]}.\n{body}3. join()\n{END_OF_PLAN}\n"
 
