@@ -355,7 +355,7 @@ def test_a_comparison_of_numbers_only_a_text_tool_describes_may_call_it():
 
     assert text_tools(stocks.TOOLS, EMPLOYEES) == ["stock_price", "convert_currency"]
     prices = "How much more does a share of AAPL cost than a share of NVDA?"
-    assert text_tools(stocks.TOOLS, prices) == ["company_profile"]
+    assert text_tools(stocks.TOOLS, prices) == ["company_profile", "convert_currency"]
     # The demo's search shares no word of a question with lookup's fields only.
     assert text_tools(demo_tools.TOOLS, "What is the combined population of Peru?") == ["search"]
 

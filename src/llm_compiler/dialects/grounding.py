@@ -568,26 +568,34 @@ def compute_tool(tools: Sequence[Any]) -> str | None:
 
 
 def text_tools(tools: Sequence[Any], question: str = "") -> list[str]:
-    """Tools a plan that computes calls only after the calculator: those declared to
-    return text, when another tool (not the calculator) declares a number (a calculator
-    cannot read a text); but when a word of `question` is in a text tool's description
-    and in no number tool's ("how many employees" and a profile of "founding year and
-    employees" beside a share price), the tools whose descriptions have none of its
-    words: the numbers it asks for are in a text (see :func:`expression_numbers`)."""
+    """Tools a plan that computes calls only after the calculator, when some tool (not
+    the calculator) declares a number: those declared to return text (a calculator
+    cannot read a text), and, when `question`'s words are in the descriptions of some
+    tools, the tools of the other kind and the unnamed ones of the same kind.
+
+    Named tools of numbers come first ("how much more does a share cost": the share
+    price, not a currency conversion copied from an example). Named tools of texts
+    only when no tool of numbers is named ("how many employees": a profile of
+    "founding year and employees" beside a share price; a calculation then writes the
+    numbers the texts hold, see :func:`expression_numbers`).
+    """
     specs = tool_specs(tools)
     kinds = {spec.name: _returns(tool) for tool, spec in zip(tools, specs, strict=True)}
     calculator = compute_tool(tools)
-    if not any(k in (int, float) for n, k in kinds.items() if n != calculator):
+    others = [s.name for s in specs if s.name != calculator]
+    numbers = [n for n in others if kinds[n] in (int, float)]
+    if not numbers:
         return []
-    texts = [n for n, k in kinds.items() if k is str]
+    texts = [n for n in others if kinds[n] is str]
     asked = question_words(question)
-    said = {
-        spec.name: _words(_description(tool)) & asked
+    named = [
+        spec.name
         for tool, spec in zip(tools, specs, strict=True)
-    }
-    in_numbers = set().union(*(said[n] for n, k in kinds.items() if k in (int, float)))
-    if any(said[n] - in_numbers for n in texts):
-        return [s.name for s in specs if s.name != calculator and not said[s.name]]
+        if spec.name in others and _words(_description(tool)) & asked
+    ]
+    for kind in (numbers, texts):
+        if chosen := [n for n in named if n in kind]:
+            return [n for n in others if n not in chosen]
     return texts
 
 
