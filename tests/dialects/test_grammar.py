@@ -473,6 +473,16 @@ def test_llama_cpp_parses_every_generated_grammar(llama_grammars):
         plan_grammar(many),
         joiner_grammar(),
         joiner_grammar(allow_replan=False, thought_label=False),
+        plan_grammar(
+            demo_tools.TOOLS,
+            first_id=3,
+            known_ids=[1, 2],
+            compute="calculator",
+            compute_operands=(["36000", "183000", "$2"], 2),
+            require="calculator",
+            avoid=["search", "lookup"],
+            narrow={"lookup": {"field": ["birth_year"]}},
+        ),
     ]
     assert all(llama_grammars.parses(g) for g in grammars)
     assert not llama_grammars.parses('root ::= "a" undefined-rule')
