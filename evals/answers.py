@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import re
 import statistics
 import sys
@@ -230,7 +231,7 @@ QUESTIONS = (
 )  # fmt: skip
 
 _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
-_NUMBER = re.compile(r"(\d+(?:\.\d+)?)(?:\s*(thousand|million|billion))?")
+_NUMBER = re.compile(r"((?<![\w.,])-)?(\d+(?:\.\d+)?)(?:\s*(thousand|million|billion))?")
 
 
 def normalize(text: str) -> str:
@@ -241,11 +242,13 @@ def normalize(text: str) -> str:
 
 
 def numbers(text: str) -> list[float]:
-    """The numbers written in `text` (``8,849`` is one number; ``1.2 million`` is 1.2e6)."""
+    """The numbers written in `text` (``8,849`` is one number; ``1.2 million`` is 1.2e6;
+    ``= -64`` is -64, so a difference taken the wrong way round is not the one asked
+    for, but ``1815 - 1879`` is two numbers)."""
     plain = re.sub(r"(?<=\d)[,\u202f\u00a0](?=\d{3}\b)", "", text.lower())
     out = []
-    for value, scale in _NUMBER.findall(plain):
-        out.append(float(value) * _SCALE.get(scale, 1.0))
+    for sign, value, scale in _NUMBER.findall(plain):
+        out.append((-1.0 if sign else 1.0) * float(value) * _SCALE.get(scale, 1.0))
     return out
 
 
@@ -499,9 +502,29 @@ def select(args: argparse.Namespace) -> list[Question]:
     return chosen[: args.limit] if args.limit else chosen
 
 
+def rejudge(path: Path) -> str:
+    """Check the answers stored in `path` (a results ``.json``) again with this module's
+    checker, rewrite it and its ``.md``, and return the table (no model runs)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    outcomes = []
+    for raw in data["outcomes"]:
+        o = AnswerOutcome(**raw)
+        o.verdict = "wrong" if o.error else verdict(o.answer, o.expect)
+        o.right = o.verdict == "right"
+        outcomes.append(o)
+    table = markdown(outcomes, data["model"], data["date"])
+    meta = {k: v for k, v in data.items() if k != "outcomes"}
+    write_results(path, table, {**meta, "right": sum(o.right for o in outcomes)}, outcomes)
+    return table
+
+
 async def main_async(args: argparse.Namespace) -> int:
     """Run the questions on the configured model, print and save the results."""
     from llm_compiler.models.resolve import resolve_llm
+
+    if args.rejudge is not None:
+        print(rejudge(args.rejudge))
+        return 0
 
     resolved = resolve_llm()
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -551,6 +574,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the second tool set's few-shot plans (LLMCompilerDialect(constrained_examples=...))",
     )
     p.add_argument("--out", type=Path, default=RESULTS_DIR / "answers.json")
+    p.add_argument(
+        "--rejudge",
+        type=Path,
+        default=None,
+        help="check the answers of this results .json again (and rewrite it); runs nothing",
+    )
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per question")
     return asyncio.run(main_async(p.parse_args(argv)))
 

@@ -26,6 +26,13 @@ def test_numbers_understand_separators_and_scales():
     assert numbers("born in 1912 and 1954") == [1912.0, 1954.0]
 
 
+def test_a_difference_the_wrong_way_round_is_not_the_one_asked_for():
+    assert numbers("1815 - 1879 = -64.") == [1815.0, 1879.0, -64.0]
+    assert numbers("pages 3-4, item x-5") == [3.0, 4.0, 5.0]  # a dash, not a sign
+    assert not is_right("1912 - 1954 = -42.", [42])
+    assert is_right("1954 - 1912 = 42.", [42])
+
+
 def test_answers_need_every_name_and_number():
     assert is_right("The capitals are Paris and Tokyo.", ("Paris", "Tokyo"))
     assert not is_right("The capital of France is Paris.", ("Paris", "Tokyo"))
