@@ -24,6 +24,7 @@ from llm_compiler.dialects.grounding import (
     failed_tasks,
     found_calls,
     found_nothing,
+    later_tools,
     named_values,
     names,
     number_forms,
@@ -35,7 +36,6 @@ from llm_compiler.dialects.grounding import (
     replan_reason,
     required_tool,
     text_result_ids,
-    text_tools,
 )
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
 from llm_compiler.plan import END_OF_PLAN
@@ -231,8 +231,8 @@ def test_only_a_tool_of_one_expression_is_the_calculator():
 
 
 def test_a_plan_that_computes_leaves_out_tools_of_text_results():
-    assert text_tools(demo_tools.TOOLS) == ["search"]  # lookup gives numbers
-    assert text_tools([demo_tools.search, demo_tools.calculator]) == []  # nothing else would
+    assert later_tools(demo_tools.TOOLS) == ["search"]  # lookup gives numbers
+    assert later_tools([demo_tools.search, demo_tools.calculator]) == []  # nothing else would
     grammar = plan_grammar(demo_tools.TOOLS, require="calculator", avoid=["search"])
     assert not accepts(grammar, plan('search("Danube")', 'calculator("$1 - 2")'))
     assert accepts(grammar, plan('lookup("Danube", "length_km")', 'calculator("$1 - 2")'))
@@ -353,11 +353,11 @@ def test_question_words_are_its_lower_case_words_with_the_nouns_they_name():
 def test_a_comparison_of_numbers_only_a_text_tool_describes_may_call_it():
     from evals import stocks
 
-    assert text_tools(stocks.TOOLS, EMPLOYEES) == ["stock_price", "convert_currency"]
+    assert later_tools(stocks.TOOLS, EMPLOYEES) == ["stock_price", "convert_currency"]
     prices = "How much more does a share of AAPL cost than a share of NVDA?"
-    assert text_tools(stocks.TOOLS, prices) == ["company_profile", "convert_currency"]
+    assert later_tools(stocks.TOOLS, prices) == ["company_profile", "convert_currency"]
     # The demo's search shares no word of a question with lookup's fields only.
-    assert text_tools(demo_tools.TOOLS, "What is the combined population of Peru?") == ["search"]
+    assert later_tools(demo_tools.TOOLS, "What is the combined population of Peru?") == ["search"]
 
 
 def test_a_comparison_of_several_names_reads_the_field_its_words_name_most():

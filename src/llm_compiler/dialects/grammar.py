@@ -145,7 +145,7 @@ class _Rules:
 
         With `refs`, a ``$N`` inside it names one of them (``"$1 - $2"`` on a replan
         cannot name a task that failed), and not one named before in it; else ``$`` is
-        free.
+        free. With `operands` set, only their chains (:meth:`_operands_expression`).
         """
         excluded = "".join(f"\\x{ord(c):02X}" for c in without)
         if self.operands:
@@ -358,7 +358,8 @@ def _tool_call(
     ]
     if spec.call_form:
         v = values["py"]
-        refs = [i for i in v.ref_ids if i not in set(texts)]
+        unnamed = set(texts)
+        refs = [i for i in v.ref_ids if i not in unnamed]
         typed = [
             _alt([v.ref, rules.expression(compute, refs)])
             if compute is not None and p.schema.get("type") == "string"

@@ -168,7 +168,7 @@ def failed_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list
     starts, and it wrote a query of 500 zeros.
     """
     out: dict[str, list[tuple[Any, ...]]] = {}
-    for spec, values, _ in _failed_required(context, tools):
+    for spec, values, _ in _literal_calls(context, tools):
         out.setdefault(spec.name, [])
         if values not in out[spec.name]:
             out[spec.name].append(values)
@@ -188,7 +188,7 @@ def suggested_values(
     combined area", where the error named ``population`` too).
     """
     out: dict[str, dict[tuple[Any, ...], list[Any]]] = {}
-    failed = _failed_required(context, tools)
+    failed = _literal_calls(context, tools)
     tried = {(spec.name, values[:-1], values[-1]) for spec, values, _ in failed}
     for spec, values, record in failed:
         last = [p for p in spec.params if p.required][-1]
@@ -206,16 +206,11 @@ def suggested_values(
         if named:
             allowed = out.setdefault(spec.name, {}).setdefault(values[:-1], [])
             allowed += [x for x in named if x not in allowed]
-    asked = set(re.findall(r"[a-z]{3,}", context.question.lower()))
+    asked = _words(context.question)
     for by_values in out.values():  # of those, the ones the question's words name
         for key, allowed in by_values.items():
-            by_values[key] = [x for x in allowed if asked & _value_words(x)] or allowed
+            by_values[key] = [x for x in allowed if asked & _words(x)] or allowed
     return out
-
-
-def _value_words(value: str) -> set[str]:
-    """The words of an enum value (``area_km2``: ``area``)."""
-    return set(re.findall(r"[a-z]{3,}", value.lower()))
 
 
 def found_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list[tuple[Any, ...]]]:
@@ -226,18 +221,18 @@ def found_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list[
     if not uncovered_names(context):
         return {}
     out: dict[str, list[tuple[Any, ...]]] = {}
-    for spec, values, _ in _failed_required(context, tools, found=True, least=1):
+    for spec, values, _ in _literal_calls(context, tools, failed=False, least=1):
         if values not in out.setdefault(spec.name, []):
             out[spec.name].append(values)
     return out
 
 
-def _failed_required(
-    context: PromptContext, tools: Sequence[Any], *, found: bool = False, least: int = 2
+def _literal_calls(
+    context: PromptContext, tools: Sequence[Any], *, failed: bool = True, least: int = 2
 ) -> list[tuple[Any, tuple[Any, ...], TaskRecord]]:
-    """Each failed call of two or more literal required values (see
-    :func:`failed_calls`): its tool's spec, those values in order, and its record
-    (with `found`, the calls that found something; of `least` values or more)."""
+    """Each call that found nothing (with `failed`; else each that found something)
+    whose required values, `least` or more, are all literals (see
+    :func:`failed_calls`): its tool's spec, those values in order, and its record."""
     from llm_compiler.dialects.llmcompiler.parser import parse_task_line  # imports this module
 
     specs = {spec.name: spec for spec in tool_specs(tools)}
@@ -245,7 +240,7 @@ def _failed_required(
     records = [t for r in context.rounds for t in r.tasks]
     for record in records:
         spec = specs.get(record.tool)
-        if spec is None or record.skipped or found_nothing(record) != (not found):
+        if spec is None or record.skipped or found_nothing(record) != failed:
             continue
         body = re.sub(r"^\s*\d+\.\s*", "", record.text)
         task = parse_task_line(record.id, body, earlier=[t.id for t in records])
@@ -276,7 +271,7 @@ def expression_numbers(context: PromptContext) -> list[str]:
 
 
 #: A number as texts write it, with a scale word (``1.41 billion``), and what parts a text.
-_NUMBER_WORDS = re.compile(r"\d+(?:[.,]\d+)*(?:\s+(?:thousand|million|billion))?")
+_NUMBER_WORDS = re.compile(_NUMBER.pattern + r"(?:\s+(?:thousand|million|billion))?")
 _CLAUSE = re.compile(r"[;.!?()\n]\s|[;()\n]")
 #: Words on each side of a number that say what it counts.
 _NEAR = 3
@@ -567,7 +562,7 @@ def compute_tool(tools: Sequence[Any]) -> str | None:
     return None
 
 
-def text_tools(tools: Sequence[Any], question: str = "") -> list[str]:
+def later_tools(tools: Sequence[Any], question: str = "") -> list[str]:
     """Tools a plan that computes calls only after the calculator, when some tool (not
     the calculator) declares a number: those declared to return text (a calculator
     cannot read a text), and, when `question`'s words are in the descriptions of some
@@ -683,11 +678,11 @@ def _returns(tool: Any) -> Any:
 def avoided_tools(context: PromptContext, tools: Sequence[Any]) -> list[str]:
     """Tools a comparing plan calls only after the calculator: when earlier rounds
     found every operand (:func:`operands_found`), every other tool (the lookups of a
-    replan would only repeat them); else :func:`text_tools`."""
+    replan would only repeat them); else :func:`later_tools`."""
     calculator = compute_tool(tools)
     if calculator is not None and operands_found(context):
         return [s.name for s in tool_specs(tools) if s.name != calculator]
-    return text_tools(tools, context.question)
+    return later_tools(tools, context.question)
 
 
 def required_tool(context: PromptContext, tools: Sequence[Any]) -> str | None:
