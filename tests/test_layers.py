@@ -1,9 +1,13 @@
-"""The package's import graph: no cycle between its packages, and an engine that stands alone.
+"""The package's import graph: no cycle between its packages nor between its modules, and an
+engine that stands alone.
 
 A static reading of every ``import`` in ``src/llm_compiler`` (those inside functions and
 under ``TYPE_CHECKING`` included): a unit is a top-level module or package
 (``llm_compiler.engine``, ``llm_compiler.errors``), and the package's own ``__init__`` is
-the unit ``llm_compiler``, which nothing inside may import.
+the unit ``llm_compiler``, which nothing inside may import. Between modules, importing
+``a.b.c`` also runs the ``__init__`` of ``a.b`` unless ``a.b`` is a package the importing
+module is inside (already running), so a module that imports a sibling package's part
+depends on that package's ``__init__`` too: an import inside a function does not hide a circle.
 """
 
 from __future__ import annotations
@@ -77,6 +81,30 @@ def import_graph() -> Edges:
     return edges
 
 
+def module_graph() -> Edges:
+    """module -> imported module -> the ``module:line`` of each import making that edge,
+    the ``__init__`` of every package an import runs included."""
+    files = {_module_name(p): p for p in SRC.rglob("*.py")}
+    known = set(files)
+    edges: Edges = defaultdict(lambda: defaultdict(set))
+    for module, path in files.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for target in _imported(node, module, is_package, known):
+                for runs in _modules_run(target, module, known):
+                    edges[module][runs].add(f"{module}:{getattr(node, 'lineno', 0)}")
+    return edges
+
+
+def _modules_run(target: str, importer: str, known: set[str]) -> list[str]:
+    """The modules that importing `target` from `importer` may run: `target` and each
+    package above it that `importer` is not inside (the root excepted: it is checked apart)."""
+    parts = target.split(".")
+    inside = {".".join(importer.split(".")[:i]) for i in range(1, importer.count(".") + 2)}
+    found = (".".join(parts[:i]) for i in range(2, len(parts) + 1))
+    return [m for m in found if m in known and m not in inside]
+
+
 def cycles(edges: Edges) -> list[list[str]]:
     """Every strongly connected set of two or more units (Tarjan), sorted."""
     index: dict[str, int] = {}
@@ -125,6 +153,13 @@ def test_no_cycle_between_packages():
     found = cycles(edges)
     report = "\n\n".join(_describe(edges, c) for c in found)
     assert not found, f"Import cycles between packages of llm_compiler:\n{report}"
+
+
+def test_no_cycle_between_modules():
+    edges = module_graph()
+    found = cycles(edges)
+    report = "\n\n".join(_describe(edges, c) for c in found)
+    assert not found, f"Import cycles between modules of llm_compiler:\n{report}"
 
 
 def test_nothing_inside_imports_the_package_root():
@@ -179,3 +214,21 @@ def test_the_checker_reads_submodule_and_relative_imports():
     assert found == ["llm_compiler.tools.render"]
     [node] = ast.parse("from llm_compiler import CompilerConfig").body
     assert _imported(node, "llm_compiler.x", False, known) == ["llm_compiler"]
+
+
+def test_the_module_checker_counts_the_packages_an_import_runs():
+    known = {
+        "llm_compiler.dialects",
+        "llm_compiler.dialects.grounding",
+        "llm_compiler.dialects.llmcompiler",
+        "llm_compiler.dialects.llmcompiler.parser",
+    }
+    runs = _modules_run(
+        "llm_compiler.dialects.llmcompiler.parser", "llm_compiler.dialects.grounding", known
+    )
+    # `dialects` is already running (grounding is inside it); `llmcompiler`'s __init__ is not.
+    assert runs == ["llm_compiler.dialects.llmcompiler", "llm_compiler.dialects.llmcompiler.parser"]
+    inside = _modules_run(
+        "llm_compiler.dialects.llmcompiler.parser", "llm_compiler.dialects.llmcompiler.x", known
+    )
+    assert inside == ["llm_compiler.dialects.llmcompiler.parser"]

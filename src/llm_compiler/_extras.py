@@ -1,9 +1,12 @@
-"""Optional extras: a one-line error naming what is missing and the pip command."""
+"""Optional extras: a one-line error naming what is missing and the pip command, and the
+lazy exports of a package that needs one."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 from llm_compiler.errors import ConfigurationError
 
@@ -24,3 +27,23 @@ def _find(module: str) -> object:
         return importlib.util.find_spec(module)
     except ModuleNotFoundError:  # a parent package is missing
         return None
+
+
+def lazy_exports(
+    package: str,
+    exports: Mapping[str, str],
+    check: Callable[[], None],
+    unchecked: Collection[str] = (),
+) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for `package`: each name of `exports` (name -> submodule)
+    is imported from its submodule on first use, after `check` (which raises when the
+    package's extra is missing) unless the submodule is one of `unchecked`."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in exports:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        if exports[name] not in unchecked:
+            check()
+        return getattr(importlib.import_module(f"{package}.{exports[name]}"), name)
+
+    return __getattr__

@@ -7,11 +7,22 @@ The tree::
     │   └── LocalModelUnavailable the embedded model's packages or file are missing
     ├── LocalServerError          the embedded model's server exited or never listened
     │   └── LocalServerExited     it died while serving: exit code or signal, last output
-    └── RunError                  a run could not finish
-        └── LLMCallError          the planner or joiner LLM call failed
+    ├── RunError                  a run could not finish
+    │   └── LLMCallError          the planner or joiner LLM call failed
+    ├── MCPServerError            an MCP server failed to start, answer or stay connected
+    │                             (llm_compiler.tools.mcp.connection)
+    ├── ToolError                 a tool reported a failure in its result
+    ├── TaskFailed                a task's error observation, as its span's exception
+    │                             (llm_compiler.tracing.tracer)
+    ├── PlanLineError             a plan line that cannot become a task; also a ValueError
+    │                             (llm_compiler.dialects.arguments)
+    └── RequestError              a request the server answers itself: status and detail
+        ├── BadRequest            a body or start request it refuses (serving.guard)
+        └── Refused               a host, origin or token it refuses (serving.security)
 
-Plan problems (unparseable lines, unknown tools, bad references) and tool failures are
-never raised: they become error observations that the joiner reads and can replan on.
+Plan problems (unparseable lines, unknown tools, bad references) and tool failures never
+leave a run: ``PlanLineError``, ``ToolError`` and ``MCPServerError`` raised inside it
+become error observations that the joiner reads and can replan on.
 """
 
 from __future__ import annotations
@@ -92,3 +103,16 @@ class LocalServerExited(LocalServerError):
         super().__init__(message)
         self.returncode = returncode
         self.output_tail = output_tail
+
+
+class ToolError(LLMCompilerError):
+    """A tool reported a failure in its result (an MCP ``isError``, a failed ``ToolOutput``)."""
+
+
+class RequestError(LLMCompilerError):
+    """A request the server answers itself with `status` and `detail` (its message)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail

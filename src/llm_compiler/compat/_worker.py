@@ -10,7 +10,9 @@ from llama_index.core.llms import LLM
 
 from llm_compiler.compat.runner import AgentRunner
 from llm_compiler.config import CONFIG_FIELDS
+from llm_compiler.dialects.base import PlanDialect
 from llm_compiler.engine.llm import default_llm
+from llm_compiler.engine.workflow import LLMCompilerWorkflow
 
 #: Options of the new engine a legacy constructor also takes (``tool_timeout=10`` ...).
 ENGINE_OPTIONS = CONFIG_FIELDS | {"timeout", "system_prompt", "name"}
@@ -43,9 +45,13 @@ def split_options(owner: str, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 class LegacyWorker:
-    """Base of the compat workers: tools, LLM, verbosity, and ``as_agent``."""
+    """Base of the compat workers: tools, LLM, verbosity, the options of the new engine
+    (others warned about), the workflow built from them, and ``as_agent``."""
 
     coa = False
+    #: The workflow class that answers each message, built with the worker's `dialect`.
+    workflow_class: type[LLMCompilerWorkflow] = LLMCompilerWorkflow
+    dialect: PlanDialect
 
     def __init__(
         self,
@@ -61,12 +67,23 @@ class LegacyWorker:
         self.tool_retriever = tool_retriever
         self.verbose = verbose
         self.callback_manager = callback_manager or self.llm.callback_manager
-        self.options = options
+        self.options = split_options(type(self).__name__, options)
         attach_callbacks(type(self).__name__, self.llm, callback_manager)
 
-    def build_workflow(self) -> Any:
-        """The workflow that answers each message (one per agent)."""
-        raise NotImplementedError
+    def settings(self) -> dict[str, Any]:
+        """The workflow's options besides tools, LLM, dialect and retriever."""
+        return dict(self.options)
+
+    def build_workflow(self) -> LLMCompilerWorkflow:
+        """The workflow that answers each message (one per agent), with this worker's
+        settings."""
+        return self.workflow_class(
+            tools=self.tools,
+            llm=self.llm,
+            dialect=self.dialect,
+            tool_retriever=self.tool_retriever,
+            **self.settings(),
+        )
 
     def as_agent(self, **kwargs: Any) -> AgentRunner:
         """An agent with the legacy chat surface (``chat``, ``stream_chat``, ``query`` ...)."""

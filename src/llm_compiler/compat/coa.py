@@ -7,7 +7,7 @@ from typing import Any
 
 from llama_index.core.llms import LLM
 
-from llm_compiler.compat._worker import LegacyPack, LegacyWorker, deprecated, split_options
+from llm_compiler.compat._worker import LegacyPack, LegacyWorker, deprecated
 from llm_compiler.dialects.coa import CoADialect
 from llm_compiler.presets import ChainOfAbstractionWorkflow
 
@@ -22,6 +22,7 @@ class CoAAgentWorker(LegacyWorker):
     """
 
     coa = True
+    workflow_class = ChainOfAbstractionWorkflow
 
     def __init__(
         self,
@@ -37,14 +38,7 @@ class CoAAgentWorker(LegacyWorker):
     ) -> None:
         if tools is None and tool_retriever is None:
             raise ValueError("Either tools or tool_retriever must be provided.")
-        super().__init__(
-            tools,
-            llm,
-            tool_retriever,
-            callback_manager,
-            verbose,
-            split_options(type(self).__name__, options),
-        )
+        super().__init__(tools, llm, tool_retriever, callback_manager, verbose, options)
         if output_parser is not None:
             deprecated(
                 type(self).__name__,
@@ -84,16 +78,6 @@ class CoAAgentWorker(LegacyWorker):
             callback_manager=callback_manager,
             verbose=verbose,
             **kwargs,
-        )
-
-    def build_workflow(self) -> ChainOfAbstractionWorkflow:
-        """A Chain-of-Abstraction workflow with this worker's settings."""
-        return ChainOfAbstractionWorkflow(
-            tools=self.tools,
-            llm=self.llm,
-            dialect=self.dialect,
-            tool_retriever=self.tool_retriever,
-            **self.options,
         )
 
 

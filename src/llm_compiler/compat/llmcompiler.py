@@ -9,13 +9,12 @@ from typing import Any
 from llama_index.core.llms import LLM, ChatMessage, MessageRole
 from llama_index.core.prompts import PromptTemplate
 
-from llm_compiler.compat._worker import LegacyPack, LegacyWorker, split_options
+from llm_compiler.compat._worker import LegacyPack, LegacyWorker
 from llm_compiler.dialects import prompting as prompting
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JOIN_STOP
-from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import ConfigurationError
 
 
@@ -94,14 +93,7 @@ class LLMCompilerAgentWorker(LegacyWorker):
         max_replans: int = 3,
         **options: Any,
     ) -> None:
-        super().__init__(
-            tools,
-            llm,
-            tool_retriever,
-            callback_manager,
-            verbose,
-            split_options(type(self).__name__, options),
-        )
+        super().__init__(tools, llm, tool_retriever, callback_manager, verbose, options)
         self.planner_example_prompt_str = planner_example_prompt_str
         self.stop = list(stop or [])
         self.joiner_prompt = _template(joiner_prompt)
@@ -132,16 +124,9 @@ class LLMCompilerAgentWorker(LegacyWorker):
             **kwargs,
         )
 
-    def build_workflow(self) -> LLMCompilerWorkflow:
-        """An LLMCompiler workflow with this worker's settings."""
-        return LLMCompilerWorkflow(
-            tools=self.tools,
-            llm=self.llm,
-            dialect=self.dialect,
-            tool_retriever=self.tool_retriever,
-            max_replans=self.max_replans,
-            **self.options,
-        )
+    def settings(self) -> dict[str, Any]:
+        """The engine options, and the replan limit."""
+        return {**self.options, "max_replans": self.max_replans}
 
 
 class LLMCompilerAgentPack(LegacyPack):

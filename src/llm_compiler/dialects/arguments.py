@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from llm_compiler.errors import LLMCompilerError
 from llm_compiler.plan import CONCAT, PlanError, PlanErrorKind, literal, ref
 
 _WHOLE_REF = re.compile(r"^\$(?:\{(\d+)\}|(\d+))$")
@@ -24,7 +25,7 @@ _BARE_REF = re.compile(r"\$\{(\d+)\}|\$(\d+)(?![\d])")
 _PLACEHOLDER = re.compile(r"^__ref_(\d+)__$")
 
 
-class PlanLineError(ValueError):
+class PlanLineError(LLMCompilerError, ValueError):
     """A plan line that cannot become a runnable task; `kind` says why."""
 
     def __init__(self, message: str, kind: PlanErrorKind) -> None:

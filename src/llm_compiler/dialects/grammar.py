@@ -5,7 +5,7 @@ request field; :func:`json_plan_schema` is the JSON Schema alternative for serve
 structured output, and :func:`json_plan_text` turns such a plan into plan text.
 
 A plan grammar is generated from the run's tools. Every line it allows parses with
-:class:`~llm_compiler.dialects.llmcompiler.parser.PlanParser` without errors:
+:class:`~llm_compiler.dialects.plan_lines.PlanParser` without errors:
 
 * lines are numbered ``first_id``, ``first_id + 1``, ... (the grammar counts, up to
   `max_tasks`), each optionally after one ``Thought: ...`` line;

@@ -21,6 +21,7 @@ import typing
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from llm_compiler.dialects.plan_lines import parse_task_line
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
 from llm_compiler.tools.spec import tool_specs
 
@@ -233,8 +234,6 @@ def _literal_calls(
     """Each call that found nothing (with `failed`; else each that found something)
     whose required values, `least` or more, are all literals (see
     :func:`failed_calls`): its tool's spec, those values in order, and its record."""
-    from llm_compiler.dialects.llmcompiler.parser import parse_task_line  # imports this module
-
     specs = {spec.name: spec for spec in tool_specs(tools)}
     out = []
     records = [t for r in context.rounds for t in r.tasks]

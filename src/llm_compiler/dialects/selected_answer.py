@@ -37,6 +37,7 @@ from llm_compiler.dialects.grounding import (
     compute_tool,
     found_nothing,
 )
+from llm_compiler.dialects.plan_lines import parse_task_line
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
 
 #: Most sentences an observation offers, most characters of one, and most a part quotes.
@@ -74,9 +75,6 @@ class _Task:
 
 
 def _parse(record: TaskRecord, earlier: Sequence[int]) -> _Task:
-    # Imported here: the LLMCompiler dialect package imports this module.
-    from llm_compiler.dialects.llmcompiler.parser import parse_task_line
-
     body = record.text.split(".", 1)[1] if re.match(r"\s*\d+\.", record.text) else record.text
     task = parse_task_line(record.id, body, earlier=earlier)
     return _Task(record, tuple(task.args), dict(task.kwargs), tuple(task.deps))

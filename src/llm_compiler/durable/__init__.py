@@ -22,10 +22,7 @@ once more. Needs the ``durable`` extra (``pip install 'llm-compiler[durable]'``)
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-from llm_compiler._extras import require
+from llm_compiler._extras import lazy_exports, require
 
 _NEEDED = {"asyncpg": "asyncpg"}
 
@@ -48,14 +45,9 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import a part on first use, after checking the ``durable`` extra is there."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if _EXPORTS[name] not in ("spec", "events", "config"):
-        check_installed()
-    module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
-    return getattr(module, name)
+#: Import a part on first use, after checking the ``durable`` extra is there (the parts
+#: that only parse or describe need none of it).
+__getattr__ = lazy_exports(__name__, _EXPORTS, check_installed, ("spec", "events", "config"))
 
 
 __all__ = [*_EXPORTS, "check_installed"]

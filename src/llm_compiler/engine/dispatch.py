@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from llama_index.core.tools import BaseTool
@@ -35,6 +35,7 @@ from llm_compiler.events import (
 )
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolSet, jsonable, validate_arguments
+from llm_compiler.tools.policy import ToolPolicy
 
 #: Runs whose prepared calls one workflow instance keeps (the rest prepare them again).
 CALLS_KEPT = 1024
@@ -120,18 +121,8 @@ def emit(
             continue
         if calls is not None:
             calls.put(state.run_id, task.id, args)
-        policy = rules.of(task.tool)
-        ready = TaskReady(
-            round=task.round,
-            run_id=state.run_id,
-            task_id=task.id,
-            tool_name=task.tool,
-            args=args,
-            policy=policy.shown(),
-            resource_keys=list(call_keys(policy, task.tool, kwargs)),
-            waited=decision.waited.get(task.id, 0.0),
-        )
-        publish(ctx, ready)
+        waited = decision.waited.get(task.id, 0.0)
+        publish(ctx, ready_event(task, state.run_id, args, waited, rules.of(task.tool), kwargs))
     for task, args in decision.held:
         shown = rules.of(task.tool).shown()
         ctx.write_event_to_stream(held_request(task, state.run_id, args, shown))
@@ -140,6 +131,31 @@ def emit(
             round=task.round, run_id=state.run_id, task_id=task.id, tool_name=task.tool, slot=slot
         )
         ctx.write_event_to_stream(waiting)
+
+
+def ready_event(
+    task: PlanTask,
+    run_id: str,
+    args: dict[str, Any],
+    waited: float,
+    policy: ToolPolicy | None = None,
+    resolved: Mapping[str, Any] | None = None,
+) -> TaskReady:
+    """The ``TaskReady`` of `task`'s call with `args`; with `policy`, it shows the policy and
+    the resource keys the call holds (read from its `resolved` arguments, else `args`)."""
+    shown: dict[str, Any] = {}
+    if policy is not None:
+        keys = call_keys(policy, task.tool, args if resolved is None else resolved)
+        shown = {"policy": policy.shown(), "resource_keys": list(keys)}
+    return TaskReady(
+        round=task.round,
+        run_id=run_id,
+        task_id=task.id,
+        tool_name=task.tool,
+        args=args,
+        waited=waited,
+        **shown,
+    )
 
 
 def held_request(

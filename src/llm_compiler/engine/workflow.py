@@ -57,6 +57,7 @@ from llm_compiler.engine.dispatch import (
     fan_in,
     not_run,
     prepare,
+    ready_event,
     replan_event,
     return_direct,
     verdict_of,
@@ -523,14 +524,7 @@ class LLMCompilerWorkflow(Workflow):
                 failed = not_run(task, state.run_id, error, False)
                 ctx.write_event_to_stream(failed)
                 return failed
-        ready = TaskReady(
-            round=task.round,
-            run_id=state.run_id,
-            task_id=task.id,
-            tool_name=task.tool,
-            args=args,
-            waited=ev.waited,  # shown only
-        )
+        ready = ready_event(task, state.run_id, args, ev.waited)  # `waited`: shown only
         span = self._tracer.start_task(
             state.run_id, task.id, task.round, task.tool, task.deps, args, tool
         )

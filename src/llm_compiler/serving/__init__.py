@@ -17,10 +17,7 @@ workflow API (``/workflows/{name}/run-nowait``, ``/events/{handler_id}``, ``/han
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-from llm_compiler._extras import require
+from llm_compiler._extras import lazy_exports, require
 
 _NEEDED = {"llama_agents.server": "llama-agents-server", "ag_ui": "ag-ui-protocol"}
 
@@ -40,13 +37,8 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import the serving API on first use, after checking the ``serve`` extra is there."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    _check_installed()
-    module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
-    return getattr(module, name)
+#: Import the serving API on first use, after checking the ``serve`` extra is there.
+__getattr__ = lazy_exports(__name__, _EXPORTS, _check_installed)
 
 
 __all__ = list(_EXPORTS)

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from llm_compiler.errors import RequestError
+
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
@@ -34,13 +36,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _TOO_DEEP = f"The JSON body is nested deeper than {MAX_JSON_DEPTH} levels."
 
 
-class BadRequest(Exception):
+class BadRequest(RequestError):
     """A request the guard answers itself with `status` and `detail`."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from llm_compiler.errors import ConfigurationError
+from llm_compiler.errors import ConfigurationError, RequestError
 from llm_compiler.serving.guard import ASGIApp, Receive, Scope, Send, reply
 
 #: Host names that always reach this machine only.
@@ -132,13 +132,11 @@ def _host_name(host: str) -> str:
     return name
 
 
-class Refused(Exception):
+class Refused(RequestError):
     """A request the security guard answers with `status` and `detail`."""
 
     def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
+        super().__init__(status, detail)
         #: The allowed origin the request came from, if any (its script may read the reply).
         self.cors_origin: str | None = None
 

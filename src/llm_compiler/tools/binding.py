@@ -9,8 +9,9 @@ from llama_index.core.tools import BaseTool, FunctionTool
 from llama_index.core.tools.types import AsyncBaseTool
 from pydantic import BaseModel, ValidationError
 
+from llm_compiler.errors import ToolError
 from llm_compiler.plan import PlanError, PlanTask
-from llm_compiler.tools.results import ToolError, tool_value
+from llm_compiler.tools.results import tool_value
 from llm_compiler.tools.schema import SchemaTool
 from llm_compiler.tools.spec import parameters, required
 

@@ -22,12 +22,10 @@ from typing import Any
 from llama_index.core.tools import ToolOutput
 from pydantic import BaseModel
 
+from llm_compiler.errors import ToolError as ToolError  # importable here too
+
 #: How many wrappers deep a value is unwrapped (a ToolOutput holding a ToolOutput ...).
 _MAX_NESTING = 8
-
-
-class ToolError(Exception):
-    """A tool reported a failure in its result (an MCP ``isError``, a failed ``ToolOutput``)."""
 
 
 def tool_value(raw: Any) -> Any:

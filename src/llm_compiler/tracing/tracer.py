@@ -26,6 +26,7 @@ from llama_index.core.tools import BaseTool
 from llama_index_instrumentation.span import active_span_id
 
 from llm_compiler._upstream import result_task
+from llm_compiler.errors import LLMCompilerError
 from llm_compiler.tracing import attributes as A
 from llm_compiler.tracing.spans import Active, Span, _bound, listening, start_span
 from llm_compiler.tracing.usage import LLMCallUsage, Usage
@@ -35,7 +36,7 @@ from llm_compiler.tracing.usage import LLMCallUsage, Usage
 _CURRENT_RUN: ContextVar[str | None] = ContextVar("llm_compiler_run", default=None)
 
 
-class TaskFailed(Exception):
+class TaskFailed(LLMCompilerError):
     """A task's error observation, as the exception its span ends with."""
 
 

@@ -33,8 +33,8 @@ from llm_compiler.dialects.grounding import (
     unusable_ids,
 )
 from llm_compiler.dialects.json_joiner import JsonJoinerInput, parse_json_decision
-from llm_compiler.dialects.llmcompiler.parser import PlanParser, parse_task_line
 from llm_compiler.dialects.llmcompiler.prompts import ExampleSource, PlannerInput
+from llm_compiler.dialects.plan_lines import PlanParser, parse_task_line
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.selected_answer import (
     SelectJoinerInput,

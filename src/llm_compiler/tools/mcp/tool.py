@@ -7,9 +7,10 @@ from typing import Any
 
 from llama_index.core.tools import ToolOutput
 
+from llm_compiler.errors import ToolError
 from llm_compiler.tools.mcp.connection import MCPConnection
 from llm_compiler.tools.policy import DEFAULT_POLICY, mcp_policy, with_policy
-from llm_compiler.tools.results import ToolError, call_result_value, content_text
+from llm_compiler.tools.results import call_result_value, content_text
 from llm_compiler.tools.schema import SchemaTool
 
 
