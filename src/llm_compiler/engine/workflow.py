@@ -133,8 +133,10 @@ class LLMCompilerWorkflow(Workflow):
             keyword arguments named like its fields (``max_replans=2``) override it.
         dialect: The plan format (default: :class:`LLMCompilerDialect`).
         tool_retriever: Chooses extra tools per question.
-        planner_examples / joiner_examples: Few-shot examples of the default dialect
-            (``None``: built-in; ``""``: none).
+        planner_examples: Few-shot plans of the default dialect (``None``: generated
+            from the tools, or built-in; ``""``: none).
+        joiner_examples: Few-shot joiner replies of the default dialect (``None``:
+            built-in; ``""``: none).
         name: Shown as ``current_agent_name`` on streamed tokens and in the output.
         timeout: The workflow's own timeout in seconds (None: none).
         tool_context: Passed to tools that take a ``Context`` (default: the run's own).
