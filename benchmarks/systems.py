@@ -24,7 +24,7 @@ from llm_compiler import LLMCompilerWorkflow, TaskResult
 from llm_compiler.tracing.prices import OPENAI_PRICES
 
 COMPILER, REACT, FUNCTION_AGENT = "llm_compiler", "react", "function_agent"
-#: Every system's tokens are priced as this model's (the README's default OpenAI model).
+#: Every system's tokens are priced as this model's (the default OpenAI model of ``resolve_llm()``).
 PRICED_AS = "gpt-4o-mini"
 
 

@@ -1,7 +1,7 @@
 """Model prices and what a call costs.
 
 The built-in table holds OpenAI's list prices (USD per million tokens, standard tier) of
-the README's default model and its neighbours, as published on
+the default OpenAI model (``gpt-4o-mini``) and its neighbours, as published on
 https://openai.com/api/pricing in the month of :data:`PRICES_AS_OF`; prices change, so
 check them there (and supply your own to override). Any other model has no price until
 one is supplied: a call to an unknown model costs ``None`` (unknown), never 0. Supply
@@ -42,7 +42,7 @@ class ModelPrice(BaseModel):
         return total / 1_000_000
 
 
-#: OpenAI list prices of the models the README names (see :data:`PRICES_AS_OF`).
+#: OpenAI list prices of the default OpenAI model and its neighbours (see :data:`PRICES_AS_OF`).
 OPENAI_PRICES: dict[str, ModelPrice] = {
     "gpt-4o-mini": ModelPrice(input=0.15, cached_input=0.075, output=0.60),
     "gpt-4o": ModelPrice(input=2.50, cached_input=1.25, output=10.00),

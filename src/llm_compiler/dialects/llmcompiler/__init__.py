@@ -74,8 +74,8 @@ class LLMCompilerDialect:
             ``"select"`` (under constrained decoding on completion models, the answer
             is rendered from the results, the model only choosing which sentence of an
             observation to quote, :mod:`~llm_compiler.dialects.selected_answer`; else
-            as ``"text"``). Measured on the embedded model: see the README's "Plan
-            correctness" section.
+            as ``"text"``). Measured on the embedded model: see the documentation's
+            "Evaluation" page (``docs/evaluation.md``).
     """
 
     planner_examples: str | None = None

@@ -130,7 +130,7 @@ class PlannerInput:
         ones, then a generated one if it can show a result of one tool feeding another,
         which needs declared return types: tools from JSON schemas keep the built-in
         examples, which did better on BFCL than any with made-up values). Measured on the
-        embedded model: see the README's "Plan correctness" section.
+        embedded model: see the documentation's "Evaluation" page (``docs/evaluation.md``).
         """
         tools = self.context.tools
         names = {t.metadata.get_name() for t in tools}
