@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import llm_compiler
@@ -66,33 +67,34 @@ def _imported(node: ast.AST, module: str, is_package: bool, known: set[str]) -> 
     return subs if subs and len(subs) == len(node.names) else [base, *subs]
 
 
-def import_graph() -> Edges:
-    """unit -> imported unit -> the modules whose imports make that edge."""
+def _imports() -> Iterator[tuple[str, int, str, set[str]]]:
+    """Each import of the package: (importing module, line, imported module, every module)."""
     files = {_module_name(p): p for p in SRC.rglob("*.py")}
     known = set(files)
-    edges: Edges = defaultdict(lambda: defaultdict(set))
     for module, path in files.items():
         is_package = path.name == "__init__.py"
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             for target in _imported(node, module, is_package, known):
-                source, dest = _unit(module), _unit(target)
-                if source != dest:
-                    edges[source][dest].add(module)
+                yield module, getattr(node, "lineno", 0), target, known
+
+
+def import_graph() -> Edges:
+    """unit -> imported unit -> the modules whose imports make that edge."""
+    edges: Edges = defaultdict(lambda: defaultdict(set))
+    for module, _, target, _ in _imports():
+        source, dest = _unit(module), _unit(target)
+        if source != dest:
+            edges[source][dest].add(module)
     return edges
 
 
 def module_graph() -> Edges:
     """module -> imported module -> the ``module:line`` of each import making that edge,
     the ``__init__`` of every package an import runs included."""
-    files = {_module_name(p): p for p in SRC.rglob("*.py")}
-    known = set(files)
     edges: Edges = defaultdict(lambda: defaultdict(set))
-    for module, path in files.items():
-        is_package = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            for target in _imported(node, module, is_package, known):
-                for runs in _modules_run(target, module, known):
-                    edges[module][runs].add(f"{module}:{getattr(node, 'lineno', 0)}")
+    for module, line, target, known in _imports():
+        for runs in _modules_run(target, module, known):
+            edges[module][runs].add(f"{module}:{line}")
     return edges
 
 
