@@ -8,7 +8,8 @@
    for whatever the building CPU advertises: on a VM that advertises AMX but does not grant
    the tile state, the server then dies of a general protection fault on its first
    request. ``LLM_COMPILER_LLAMA_BUILD=native`` asks for that build anyway (measured
-   speed: ``docs/performance.md``, "The embedded model's build"); ``LLM_COMPILER_CMAKE_ARGS`` sets flags of your own.
+   speed: ``docs/performance.md``, "The embedded model's build");
+   ``LLM_COMPILER_CMAKE_ARGS`` sets flags of your own.
 2. Builds a wheel once per flag set into a cache of its own, keyed by the llama-cpp-python
    version, the flags, the CPU architecture and the Python tag
    (``~/.cache/llm-compiler/wheels/<key>/``; ``LLM_COMPILER_WHEEL_CACHE`` moves it), and
