@@ -135,13 +135,13 @@ serve-llm: install install-local
 	$(BIN)/python -m llm_compiler.models
 
 lint: install
-	$(BIN)/python -m ruff check src tests examples benchmarks evals
-	$(BIN)/python -m ruff format --check src tests examples benchmarks evals
+	$(BIN)/python -m ruff check src tests examples benchmarks evals docs/hooks.py
+	$(BIN)/python -m ruff format --check src tests examples benchmarks evals docs/hooks.py
 	$(BIN)/python -m mypy
 
 format: install
-	$(BIN)/python -m ruff check --fix src tests examples benchmarks evals
-	$(BIN)/python -m ruff format src tests examples benchmarks evals
+	$(BIN)/python -m ruff check --fix src tests examples benchmarks evals docs/hooks.py
+	$(BIN)/python -m ruff format src tests examples benchmarks evals docs/hooks.py
 
 ## The documentation site (mkdocs-material, docs/ and mkdocs.yml) built into site/; strict: a
 ## broken link or anchor, a page left out of the nav or a docstring the API reference cannot
