@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,7 +38,8 @@ _ORPHAN = "status = 'running' AND idle_since IS NULL AND owner IS NULL"
 
 
 def _fatal(message: str) -> None:
-    print(f"error: {message}; stopping.", file=sys.stderr, flush=True)  # noqa: T201
+    logger.critical("%s; stopping.", message)
+    logging.shutdown()  # flushed: os._exit skips it
     os._exit(EXIT_STORE_LOST)
 
 

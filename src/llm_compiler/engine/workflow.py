@@ -98,6 +98,7 @@ from llm_compiler.events import (
     TaskResult,
     TaskStarted,
 )
+from llm_compiler.logs import run_context
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolLike, ToolSet, tool_map
 from llm_compiler.tools.policy import ToolPolicy
@@ -199,7 +200,8 @@ class LLMCompilerWorkflow(Workflow):
         """
         new_turn = ctx is None or not ctx.is_running
         run_id, start_event = self._runs.prepare(ctx, start_event, kwargs)
-        with self._tracer.start_run(run_id):  # the run's span: its steps' spans nest in it
+        # The run's span, and its id on log lines: its steps inherit both.
+        with self._tracer.start_run(run_id), run_context(run_id):
             handler = super().run(ctx, start_event, **kwargs)
         self._tracer.watch(handler, run_id)
         self._runs.started(handler, run_id, new_turn)

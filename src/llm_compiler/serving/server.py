@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import socket
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.serving.app import ServedApp
 from llm_compiler.serving.security import SecurityPolicy
+
+logger = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 #: Seconds an idle keep-alive connection stays open. Longer than the 5 s after which
@@ -51,9 +53,7 @@ def check_exposure(policy: SecurityPolicy, host: str) -> None:
 
 
 def _warn(who: str) -> None:
-    print(  # noqa: T201
-        f"WARNING: --insecure: {who} can run tools on this machine.", file=sys.stderr, flush=True
-    )
+    logger.warning("--insecure: %s can run tools on this machine.", who)
 
 
 def bound_socket(host: str, port: int) -> socket.socket:
