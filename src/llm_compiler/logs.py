@@ -68,6 +68,21 @@ class ContextFilter(logging.Filter):
         return True
 
 
+class QuietReconnects(logging.Filter):
+    """A driver's reconnect warnings (asyncpg's pool while Postgres restarts) as one line,
+    its error's first line, without the traceback: the condition is expected and handled."""
+
+    prefixes = ("asyncpg",)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.name.startswith(self.prefixes):
+            error = record.exc_info[1]
+            first = str(error).splitlines()[0] if str(error) else ""
+            record.msg = f"{record.getMessage()} ({type(error).__name__}: {first})"
+            record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object a line: time (UTC, ISO 8601), level, logger, message, run_id,
     task_id where known, and the traceback (``exc``) if the record has one."""
@@ -94,6 +109,7 @@ def configure(level: str = "info", fmt: str = "text") -> logging.Handler:
     """
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(ContextFilter())
+    handler.addFilter(QuietReconnects())
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(_TEXT))
     root = logging.getLogger()
     root.addHandler(handler)
