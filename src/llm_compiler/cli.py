@@ -21,12 +21,14 @@ from llm_compiler.errors import ConfigurationError, LLMCompilerError
 from llm_compiler.logs import FORMATS, LEVELS
 from llm_compiler.logs import configure as configure_logs
 from llm_compiler.serving.options import Setting, resolve
+from llm_compiler.tracing.metrics import stop_metrics
 from llm_compiler.tracing.otel import start_export
 from llm_compiler.tracing.prices import PRICES_ENV, load_prices
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
 
+    from llm_compiler.serving.app import ServedApp
     from llm_compiler.serving.security import SecurityPolicy
     from llm_compiler.tools.policy import ToolPolicy
 
@@ -141,6 +143,7 @@ async def run_server(args: argparse.Namespace) -> None:
     finally:
         if stop_export is not None:
             await asyncio.to_thread(stop_export)  # flushes the last spans
+        stop_metrics()
 
 
 async def _serve(args: argparse.Namespace) -> None:
@@ -179,7 +182,7 @@ async def _serve(args: argparse.Namespace) -> None:
     if args.workflow:
         workflows = apply_tool_policies(load_workflows(args.workflow), tool_policies)
         model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
-        served = build_app(workflows, info={"model": model}, **options)
+        served = _operated(build_app(workflows, info={"model": model}, **options), args)
         await serve(served, args.host, args.port, on_ready=announce, **logs)
         return
     print("Starting the model…", flush=True)  # noqa: T201
@@ -187,8 +190,15 @@ async def _serve(args: argparse.Namespace) -> None:
     demo = demo_workflows(args.prompt_cache, args.mcp, timeout)
     async with demo as (workflows, model):
         workflows = apply_tool_policies(workflows, tool_policies)
-        served = build_app(workflows, info={"model": model}, **options)
+        served = _operated(build_app(workflows, info={"model": model}, **options), args)
         await serve(served, args.host, args.port, on_ready=announce, **logs)
+
+
+def _operated(served: ServedApp, args: argparse.Namespace) -> ServedApp:
+    """`served`, with metrics if `args` asks for them."""
+    if args.metrics and served.ops is not None:
+        served.ops.serve_metrics()
+    return served
 
 
 def _reload_tokens_on_sighup(policy: SecurityPolicy) -> None:
@@ -409,6 +419,12 @@ def _operations_options(serve: argparse.ArgumentParser) -> None:
         "and task_id (default: text)",
     )
     serve.add_argument(
+        "--metrics",
+        action=argparse.BooleanOptionalAction,
+        help="serve OpenTelemetry metrics at /metrics in Prometheus text (behind the token; "
+        "needs the tracing extra) (default: off)",
+    )
+    serve.add_argument(
         "--access-log",
         action=argparse.BooleanOptionalAction,
         help="log every HTTP request at info (default: on)",
@@ -478,6 +494,7 @@ SERVE_SETTINGS = (
     Setting("log_level", "info", _one_of(LEVELS)),
     Setting("log_format", "text", _one_of(FORMATS)),
     Setting("access_log", True, kind="flag"),
+    Setting("metrics", False, kind="flag"),
 )
 
 

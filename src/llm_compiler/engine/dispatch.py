@@ -35,6 +35,7 @@ from llm_compiler.events import (
 )
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolSet, jsonable, validate_arguments
+from llm_compiler.tracing.metrics import record_held
 
 #: Runs whose prepared calls one workflow instance keeps (the rest prepare them again).
 CALLS_KEPT = 1024
@@ -133,6 +134,7 @@ def emit(
         )
         publish(ctx, ready)
     for task, args in decision.held:
+        record_held(state.run_id, task.id, task.tool)
         shown = rules.of(task.tool).shown()
         ctx.write_event_to_stream(held_request(task, state.run_id, args, shown))
     for task, slot in decision.waiting:

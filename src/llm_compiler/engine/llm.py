@@ -21,6 +21,7 @@ from llama_index.core.llms import LLM
 
 from llm_compiler.dialects.base import LLMRequest
 from llm_compiler.errors import ConfigurationError, LLMCallError
+from llm_compiler.tracing.metrics import record_llm
 from llm_compiler.tracing.prices import ModelPrice
 from llm_compiler.tracing.spans import Active
 from llm_compiler.tracing.tracer import Tracer
@@ -356,6 +357,7 @@ async def metered_call(
         finished_at=time.time(),
     )
     meter.tracer.end_llm(span, call, text, messages, request.prompt)
+    record_llm(call, messages is not None)
     return text, call
 
 

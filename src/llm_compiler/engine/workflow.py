@@ -103,6 +103,12 @@ from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolLike, ToolSet, tool_map
 from llm_compiler.tools.policy import ToolPolicy
 from llm_compiler.tracing import Tracer, price_table
+from llm_compiler.tracing.metrics import (
+    count_run,
+    record_outcome_unknown,
+    record_task,
+    record_verdict,
+)
 from llm_compiler.tracing.spans import Active
 from llm_compiler.tracing.usage import LLMCallUsage
 
@@ -205,6 +211,7 @@ class LLMCompilerWorkflow(Workflow):
             handler = super().run(ctx, start_event, **kwargs)
         self._tracer.watch(handler, run_id)
         self._runs.started(handler, run_id, new_turn)
+        count_run(handler, run_id)
         return handler
 
     def _rules(self, state: CompilerState) -> RunPolicies:
@@ -466,6 +473,8 @@ class LLMCompilerWorkflow(Workflow):
             facts = facts_of(ev, state, book)
             if facts is None:
                 return None
+            if isinstance(ev, TaskApprovalResponse):
+                record_verdict(state.run_id, ev.task_id, ev.action)
             complete = ev if isinstance(ev, PlanEvent) and facts.entry.complete else None
             state = with_facts(state, facts, complete)
             decision = book.apply(facts.entry, state.tasks, state.outcomes)
@@ -549,6 +558,8 @@ class LLMCompilerWorkflow(Workflow):
                 on_attempt=partial(self._started, ctx, ready, policy.side_effect),
             )
         self._tracer.end_task(state.run_id, task.id, result.output, result.is_error, False)
+        seconds = result.finished_at - result.started_at
+        record_task(task.tool, policy.side_effect, seconds, result.is_error, result.attempts)
         result.run_id = state.run_id
         ctx.write_event_to_stream(result)
         return result
@@ -558,6 +569,7 @@ class LLMCompilerWorkflow(Workflow):
         workflow's ``after_crash`` observation (an explicit mark wins over a ``pure`` or
         ``idempotent`` class: such a call is not run again either)."""
         result = self.after_crash(state, task.id).result or unknown_after_crash(task, state.run_id)
+        record_outcome_unknown(task.tool)
         result.run_id = state.run_id
         self._trace_not_run(state, task, str(result.output), False, task.kwargs)
         ctx.write_event_to_stream(result)

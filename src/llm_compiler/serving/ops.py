@@ -103,6 +103,44 @@ class Operations:
         self._checked[endpoint] = (time.monotonic(), ok)
         return ok
 
+    def serve_metrics(self) -> None:
+        """Record metrics and serve them at ``GET /metrics`` (Prometheus text; behind the
+        token like the API). Needs the ``tracing`` extra.
+
+        Raises:
+            ConfigurationError: The extra is missing.
+        """
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        from llm_compiler.tracing import metrics
+
+        worker = self.durable.worker if self.durable is not None else None
+        registry = metrics.start_metrics(worker)
+        recorder = metrics.recorder()
+        assert recorder is not None
+        if self.durable is not None:
+            recorder.gauges.outage = lambda: self.outage
+            time_commits(self.durable.journal)
+
+        async def scrape() -> tuple[int, bytes, str]:
+            recorder.gauges.queued = await self.queued()
+            return 200, generate_latest(registry), CONTENT_TYPE_LATEST
+
+        self.extra_routes["/metrics"] = scrape
+
+    async def queued(self) -> int | None:
+        """Runs waiting in the durable store for a worker (None: no store, or no answer)."""
+        from llm_compiler.durable.backend import ORPHAN
+
+        if self.durable is None or self.outage:
+            return None
+        query = self.durable.journal.fetch(f"SELECT count(*) FROM llmc_runs WHERE {ORPHAN}")
+        try:
+            rows = await asyncio.wait_for(query, MODEL_CHECK_TIMEOUT)
+        except (TimeoutError, OSError):
+            return None
+        return int(rows[0][0])
+
     def wrap(self, app: ASGIApp) -> ASGIApp:
         """`app` with the probes answered in front of it (put it in front of the security
         guard)."""
@@ -112,6 +150,22 @@ class Operations:
         """`app` behind the outage gate, with :attr:`extra_routes` (``GET`` paths) answered
         (put it behind the security guard)."""
         return _Inner(app, self)
+
+
+def time_commits(journal: Any) -> None:
+    """Record how long each commit of `journal` takes (its driver's writes)."""
+    from llm_compiler.tracing.metrics import record_commit
+
+    write = journal.driver.write
+
+    async def timed(*args: Any) -> None:
+        started = time.perf_counter()
+        try:
+            await write(*args)
+        finally:
+            record_commit(time.perf_counter() - started)
+
+    journal.driver.write = timed
 
 
 def model_endpoints(workflows: Iterable[Any]) -> list[str]:
