@@ -167,7 +167,12 @@ async def _serve(args: argparse.Namespace) -> None:
         )
     _reload_tokens_on_sighup(policy)
     announce = partial(_announce, policy.token)
-    logs = {"log_level": args.log_level, "access_log": args.access_log, "log_config": None}
+    logs = {
+        "log_level": args.log_level,
+        "access_log": args.access_log,
+        "log_config": None,
+        "drain_grace": args.drain_grace or None,
+    }
     spec = parse_store(args.store)
     durable = None
     if spec.durable:
@@ -419,6 +424,15 @@ def _operations_options(serve: argparse.ArgumentParser) -> None:
         "and task_id (default: text)",
     )
     serve.add_argument(
+        "--drain-grace",
+        type=_seconds,
+        metavar="SECONDS",
+        help="on SIGTERM or Ctrl-C, stop taking runs and let tool calls in flight finish for "
+        "up to this long before handing the runs over (calls not started yet start on the "
+        "worker that takes the run); a second signal hands over at once; 0: no drain "
+        "(default: 30)",
+    )
+    serve.add_argument(
         "--metrics",
         action=argparse.BooleanOptionalAction,
         help="serve OpenTelemetry metrics at /metrics in Prometheus text (behind the token; "
@@ -427,7 +441,7 @@ def _operations_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--access-log",
         action=argparse.BooleanOptionalAction,
-        help="log every HTTP request at info (default: on)",
+        help="log every HTTP request at info (default: off)",
     )
 
 
@@ -457,6 +471,16 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {text!r}")
     return value
 
 
@@ -493,8 +517,9 @@ SERVE_SETTINGS = (
     Setting("prices"),
     Setting("log_level", "info", _one_of(LEVELS)),
     Setting("log_format", "text", _one_of(FORMATS)),
-    Setting("access_log", True, kind="flag"),
+    Setting("access_log", False, kind="flag"),
     Setting("metrics", False, kind="flag"),
+    Setting("drain_grace", 30.0, _seconds),
 )
 
 

@@ -30,6 +30,7 @@ def test_a_served_run_logs_neither_token_nor_password(cluster, tmp_path, served)
         "LLM_COMPILER_TOKEN": TOKEN,
         "LLM_COMPILER_LOG_LEVEL": "debug",
         "LLM_COMPILER_LOG_FORMAT": "json",
+        "LLM_COMPILER_ACCESS_LOG": "true",
         "LLM_COMPILER_WORKFLOW": APP,
         "SCRIPTED_TOOL_SECONDS": "0",
     }

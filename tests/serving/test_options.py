@@ -23,17 +23,17 @@ def test_flag_beats_environment_beats_file_beats_default(tmp_path):
     config = tmp_path / "serve.toml"
     config.write_text(
         'host = "10.0.0.9"\nport = 9100\nmax-runs = 4\nallow-host = ["a.lan", "b.lan"]\n'
-        'store = "postgresql://llmc:filepass@db/runs"\naccess-log = false\n'
+        'store = "postgresql://llmc:filepass@db/runs"\naccess-log = true\n'
     )
     env = {"LLM_COMPILER_CONFIG": str(config), "LLM_COMPILER_PORT": "9200"}
     args = parse(["serve", "--max-runs", "2"], env)
     assert (args.host, args.port, args.max_runs) == ("10.0.0.9", 9200, 2)
-    assert args.allow_host == ["a.lan", "b.lan"] and args.access_log is False
+    assert args.allow_host == ["a.lan", "b.lan"] and args.access_log is True
     assert args.store == "postgresql://llmc:filepass@db/runs"
     env["LLM_COMPILER_ALLOW_HOST"] = "c.lan, d.lan"
     assert parse(["serve"], env).allow_host == ["c.lan", "d.lan"]
     assert parse(["serve", "--allow-host", "e.lan"], env).allow_host == ["e.lan"]
-    assert parse(["serve", "--access-log", "--config", str(config)], {}).access_log is True
+    assert parse(["serve", "--no-access-log", "--config", str(config)], {}).access_log is False
     defaults = parse(["serve"], {})
     assert (defaults.port, defaults.store, defaults.idle_release, defaults.log_format) == (
         8000,

@@ -214,6 +214,10 @@ class LLMCompilerWorkflow(Workflow):
         count_run(handler, run_id)
         return handler
 
+    def tool_calls_in_flight(self) -> set[asyncio.Task[Any]]:
+        """The tasks running a tool call of this workflow now (every run)."""
+        return self._runs.calls_in_flight()
+
     def _rules(self, state: CompilerState) -> RunPolicies:
         """The policies of the run's tools (the workflow's own if this process does not
         hold the run's tool set), its cap and task order."""

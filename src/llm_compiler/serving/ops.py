@@ -56,6 +56,7 @@ class Operations:
         self, workflows: Mapping[str, Workflow], durable: ServedDurable | None = None
     ) -> None:
         self.durable = durable
+        self.workflows = dict(workflows)
         self.started = False
         self.draining = False
         self.endpoints = sorted(set(model_endpoints(workflows.values())))
@@ -102,6 +103,37 @@ class Operations:
             ok = False
         self._checked[endpoint] = (time.monotonic(), ok)
         return ok
+
+    async def drain(self, grace: float) -> None:
+        """Stop taking runs and let the tool calls in flight finish, for up to `grace`
+        seconds; calls not started yet wait (with a durable store, for the worker that
+        takes their run over: they start there, nothing is cut). Then what the runs
+        recorded is committed, ready for the handover."""
+        self.draining = True
+        runtime = self.durable.served if self.durable is not None else None
+        if runtime is not None:
+            runtime.stop_claiming()
+            runtime.calls_gate = asyncio.get_running_loop().create_future()
+        calls: set[asyncio.Task[Any]] = set()
+        for workflow in self.workflows.values():
+            in_flight = getattr(workflow, "tool_calls_in_flight", None)
+            calls |= in_flight() if in_flight is not None else set()
+        held = len(runtime.holding) if runtime is not None else 0
+        logger.info(
+            "Draining: %d tool calls in flight, %d runs held; up to %g s.", len(calls), held, grace
+        )
+        pending: set[asyncio.Task[Any]] = set()
+        if calls:
+            _, pending = await asyncio.wait(calls, timeout=grace)
+        if pending:
+            logger.warning(
+                "The drain grace (%g s) is over with %d tool calls in flight; handing over.",
+                grace,
+                len(pending),
+            )
+        if self.durable is not None and not self.outage:
+            await self.durable.journal.commit()
+        logger.info("Drained; handing the runs over.")
 
     def serve_metrics(self) -> None:
         """Record metrics and serve them at ``GET /metrics`` (Prometheus text; behind the
