@@ -104,3 +104,13 @@ def test_a_missing_or_empty_token_file_is_an_error(tmp_path):
     (tmp_path / "empty").write_text("# nothing yet\n")
     with pytest.raises(ConfigurationError, match="holds no token"):
         security_policy(parse(["serve", "--token-file", str(tmp_path / "empty")], {}))
+
+
+def test_the_operations_page_lists_every_setting():
+    from pathlib import Path
+
+    page = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    for setting in SERVE_SETTINGS:
+        assert f"`{setting.variable}`" in page, setting.variable
+        if setting.dest != "tokens":
+            assert f"`--{setting.key}" in page, setting.key
