@@ -73,6 +73,9 @@ def test_a_rolling_restart_loses_no_run_and_cuts_no_call(database, calls: Calls,
             old = live.pop(i if i < len(live) else 0)  # out of the balancer first
             old.proc.send_signal(signal.SIGTERM)
             assert old.proc.wait(60) == 0
+            logged = old.proc.stderr.read()  # type: ignore[union-attr]
+            assert "Drained; handing the runs over." in logged, logged
+            assert "Traceback" not in logged and "Claiming runs failed" not in logged, logged
             new = start_worker(database, calls, "20")
             workers.append(new)
             live.insert(i, new)
