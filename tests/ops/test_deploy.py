@@ -107,11 +107,22 @@ def test_the_compose_workers_run_against_a_local_postgres(cluster, tmp_path, ser
         assert h["status"] == "completed"
     scrape = served[1].client.get("/metrics", headers=auth).text
     assert "llm_compiler_runs_total" in scrape and "gen_ai_client_operation_duration" in scrape
+    rotated = "r0tated-" + token[:20]  # a new token in the file, the old one out; SIGHUP
+    (tmp_path / "secrets" / "tokens").write_text(rotated + "\n")
+    served[2].proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    new = {"authorization": f"Bearer {rotated}"}
+    while served[2].client.get("/api/info", headers=new).status_code != 200:
+        assert time.monotonic() < deadline, "the token file was not read again"
+        time.sleep(0.1)
+    assert served[2].client.get("/api/info", headers=auth).status_code == 401
+    assert served[1].client.get("/api/info", headers=auth).status_code == 200  # not signalled
     for server in served:
         assert server.stop(signal.SIGTERM) == 0
         lines = [json.loads(line) for line in server.err.read_text().splitlines()]
         assert not [x for x in lines if x["level"] in ("error", "critical")], lines
         assert token not in server.output() and password not in server.output()
+        assert rotated not in server.output()
 
 
 def test_the_secrets_script_keeps_what_exists(tmp_path):
