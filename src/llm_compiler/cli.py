@@ -167,7 +167,7 @@ async def _serve(args: argparse.Namespace) -> None:
         )
     _reload_tokens_on_sighup(policy)
     announce = partial(_announce, policy.token)
-    logs = {
+    how = {
         "log_level": args.log_level,
         "access_log": args.access_log,
         "log_config": None,
@@ -188,7 +188,7 @@ async def _serve(args: argparse.Namespace) -> None:
         workflows = apply_tool_policies(load_workflows(args.workflow), tool_policies)
         model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
         served = _operated(build_app(workflows, info={"model": model}, **options), args)
-        await serve(served, args.host, args.port, on_ready=announce, **logs)
+        await serve(served, args.host, args.port, on_ready=announce, **how)
         return
     print("Starting the model…", flush=True)  # noqa: T201
     timeout = args.mcp_tool_timeout or MCP_TOOL_TIMEOUT
@@ -196,7 +196,7 @@ async def _serve(args: argparse.Namespace) -> None:
     async with demo as (workflows, model):
         workflows = apply_tool_policies(workflows, tool_policies)
         served = _operated(build_app(workflows, info={"model": model}, **options), args)
-        await serve(served, args.host, args.port, on_ready=announce, **logs)
+        await serve(served, args.host, args.port, on_ready=announce, **how)
 
 
 def _operated(served: ServedApp, args: argparse.Namespace) -> ServedApp:
@@ -262,8 +262,8 @@ def security_policy(args: argparse.Namespace) -> SecurityPolicy:
         args.allow_origin,
         hosts,
         args.insecure,
-        tokens=args.tokens,
-        token_file=args.token_file,
+        tokens=getattr(args, "tokens", ()),
+        token_file=getattr(args, "token_file", None),
     )
 
 
@@ -294,7 +294,13 @@ def parser() -> argparse.ArgumentParser:
     """The command-line parser."""
     top = argparse.ArgumentParser(prog="llm-compiler", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="serve workflows over HTTP with a live plan page")
+    serve = commands.add_parser(
+        "serve",
+        help="serve workflows over HTTP with a live plan page",
+        description="Every option can also come from its environment variable (in brackets) "
+        "or a TOML file (--config); a flag wins over the environment, which wins over the "
+        "file. See docs/operations.md.",
+    )
     serve.add_argument(
         "--config",
         metavar="FILE",
@@ -409,6 +415,10 @@ def parser() -> argparse.ArgumentParser:
         "LLM_COMPILER_PRICES environment variable; OpenAI's models are built in)",
     )
     _operations_options(serve)
+    for action in serve._actions:  # each option says its environment variable
+        setting = next((s for s in SERVE_SETTINGS if s.dest == action.dest), None)
+        if setting is not None and action.help:
+            action.help += f" [${setting.variable}]"
     return top
 
 

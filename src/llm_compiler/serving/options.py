@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,3 +153,32 @@ def read_tokens(path: str) -> list[str]:
     except OSError as e:
         raise ConfigurationError(f"Cannot read the token file {path}: {e}") from None
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+class TokenSet:
+    """The tokens a server accepts: fixed ones, and those of a token file (one a line,
+    ``#`` comments), read again by :meth:`reload` (``llm-compiler serve`` does on SIGHUP),
+    so a token can be added and an old one removed without a restart."""
+
+    def __init__(self, fixed: Sequence[str], path: str | None = None) -> None:
+        self.fixed, self.path = tuple(fixed), path
+        self.current: tuple[str, ...] = ()
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the token file again (the set in use stays if it is unreadable or empty).
+
+        Raises:
+            ConfigurationError: The file cannot be read, is empty, or holds a short token.
+        """
+        from llm_compiler.serving.security import check_token
+
+        tokens = [*self.fixed, *(read_tokens(self.path) if self.path else [])]
+        if not tokens:
+            raise ConfigurationError(f"The token file {self.path} holds no token.")
+        for token in tokens:
+            check_token(token)
+        self.current = tuple(dict.fromkeys(tokens))
+
+    def __repr__(self) -> str:  # never the tokens themselves
+        return f"TokenSet({len(self.current)} tokens, file={self.path!r})"

@@ -13,10 +13,14 @@ import hmac
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.serving.guard import ASGIApp, Receive, Scope, Send, reply
+
+if TYPE_CHECKING:
+    from llm_compiler.serving.options import TokenSet
 
 #: Host names that always reach this machine only.
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -53,7 +57,7 @@ class SecurityPolicy:
     allow_origins: frozenset[str] = field(default_factory=frozenset)
     allow_hosts: frozenset[str] = field(default_factory=frozenset)
     insecure: bool = False
-    accepted: TokenSet | None = field(default=None, repr=False)
+    accepted: TokenSet | None = field(default=None, repr=False)  # never in logs
 
     @classmethod
     def build(
@@ -74,6 +78,8 @@ class SecurityPolicy:
         """
         accepted = None
         if tokens or token_file:
+            from llm_compiler.serving.options import TokenSet
+
             accepted = TokenSet([*([token] if token else []), *tokens], token_file)
             token = accepted.current[0] if accepted.current else None
         elif token is not None:
@@ -116,35 +122,6 @@ def check_token(token: str) -> None:
             f"A token is {len(token)} characters long; use at least {MIN_TOKEN_CHARS} "
             "(e.g. python -c 'import secrets; print(secrets.token_urlsafe())')."
         )
-
-
-class TokenSet:
-    """The tokens a server accepts: fixed ones, and those of a token file (one a line,
-    ``#`` comments), read again by :meth:`reload` (``llm-compiler serve`` does on SIGHUP),
-    so a token can be added and an old one removed without a restart."""
-
-    def __init__(self, fixed: Sequence[str], path: str | None = None) -> None:
-        self.fixed, self.path = tuple(fixed), path
-        self.current: tuple[str, ...] = ()
-        self.reload()
-
-    def reload(self) -> None:
-        """Read the token file again (the set in use stays if it is unreadable or empty).
-
-        Raises:
-            ConfigurationError: The file cannot be read, is empty, or holds a short token.
-        """
-        from llm_compiler.serving.options import read_tokens
-
-        tokens = [*self.fixed, *(read_tokens(self.path) if self.path else [])]
-        if not tokens:
-            raise ConfigurationError(f"The token file {self.path} holds no token.")
-        for token in tokens:
-            check_token(token)
-        self.current = tuple(dict.fromkeys(tokens))
-
-    def __repr__(self) -> str:  # never the tokens themselves
-        return f"TokenSet({len(self.current)} tokens, file={self.path!r})"
 
 
 def normalize_origin(origin: str) -> str:
