@@ -10,18 +10,21 @@ stays bounded. ``SCRIPTED_TOOL_SECONDS`` makes each lookup take that long (defau
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 
 from llm_compiler import LLMCompilerWorkflow, policy
 from llm_compiler.testing import LLMCall, ScriptedLLM, by_role
 
+logger = logging.getLogger(__name__)
 TEMPERATURES = {"Oslo": 4.0, "Madrid": 24.0, "Tokyo": 16.0, "Lima": 19.0}
 
 
 @policy(side_effect="pure")
 async def get_weather(city: str) -> float:
     """The current temperature in a city, in degrees Celsius."""
+    logger.info("Looking up the weather in %s.", city)  # the line names its run and task
     await asyncio.sleep(float(os.environ.get("SCRIPTED_TOOL_SECONDS", "0.2")))
     return TEMPERATURES.get(city, 15.0)
 

@@ -3,6 +3,8 @@ no runs (its journal is closing), so no 'Claiming runs failed' with an Assertion
 
 from __future__ import annotations
 
+import re
+import signal
 import time
 
 import pytest
@@ -52,3 +54,38 @@ def test_a_postgres_restart_logs_warnings_not_tracebacks(cluster, tmp_path, serv
         logged = server.err.read_text()
         assert "Traceback" not in logged and "ERROR" not in logged, logged
         assert "The store answers again" in logged or "holds its lock again" in logged
+
+
+def test_a_draining_worker_finishes_its_call_and_queues_new_runs(cluster, tmp_path, served):
+    env = {
+        "LLM_COMPILER_STORE": cluster.new_database(),
+        "LLM_COMPILER_WORKFLOW": "examples.served_scripted:make",
+        "SCRIPTED_TOOL_SECONDS": "3",
+    }
+    first = Served(tmp_path, env, "--drain-grace", "20")
+    served.append(first)
+    body = {"start_event": {"user_msg": "Lima?"}}
+    a = first.client.post("/workflows/compiler/run-nowait", json=body).json()["handler_id"]
+    deadline = time.monotonic() + 20
+    while "Looking up the weather in Lima." not in first.err.read_text():  # its 3 s call
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    first.proc.send_signal(signal.SIGTERM)
+    while first.client.get("/readyz").status_code == 200:  # draining: unready, still serving
+        time.sleep(0.05)
+    b = first.client.post("/workflows/compiler/run-nowait", json=body)
+    assert b.status_code == 200, b.text  # accepted: it waits in the database
+    assert first.proc.wait(30) == 0
+    logged = first.err.read_text()
+    assert "Draining: 1 tool calls in flight" in logged and "Drained;" in logged, logged
+    assert re.search(r" run_id=\S+ task_id=1: Looking up the weather in Lima", logged), logged
+    second = Served(tmp_path, env)
+    served.append(second)
+    for handler_id in (a, b.json()["handler_id"]):
+        deadline = time.monotonic() + 30
+        while (h := second.client.get(f"/handlers/{handler_id}").json())["status"] == "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        summary = h["result"]["value"]["result"]["summary"]
+        assert [t["output"] for t in summary["tasks"]] == [19.0], summary["tasks"]
+    assert second.stop() == 0
