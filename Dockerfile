@@ -26,6 +26,12 @@ RUN if [ "$LOCAL_MODEL" = "1" ]; then \
     fi
 
 FROM python:${PYTHON}-slim
+ARG LOCAL_MODEL=0
+# llama.cpp's server links OpenMP and the C++ runtime.
+RUN if [ "$LOCAL_MODEL" = "1" ]; then \
+      apt-get update && apt-get install -y --no-install-recommends libgomp1 libstdc++6 \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
     LLM_COMPILER_HOST=0.0.0.0 LLM_COMPILER_PORT=8000 PYTHONPATH=/app
 RUN useradd --uid 10001 --home-dir /app --no-create-home --shell /usr/sbin/nologin llmc
@@ -38,5 +44,5 @@ EXPOSE 8000
 # (docker stop -t 45, compose stop_grace_period, Kubernetes terminationGracePeriodSeconds).
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s \
-  CMD ["python", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/livez', timeout=2)"]
+  CMD ["python", "-c", "import os, urllib.request as u; u.urlopen('http://127.0.0.1:%s/livez' % os.environ.get('LLM_COMPILER_PORT', '8000'), timeout=2)"]
 ENTRYPOINT ["llm-compiler", "serve"]

@@ -25,10 +25,14 @@ pytestmark = pytest.mark.timeout(180)
 CONNECTIONS_PER_WORKER = 7
 
 
+def joined() -> str:
+    """The Dockerfile, its continued lines joined."""
+    return (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+
+
 def dockerfile() -> tuple[list[str], dict[str, str], str]:
     """The final stage's ENTRYPOINT, ENV and USER."""
-    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
-    final = text.split("\nFROM ")[-1]
+    final = joined().split("\nFROM ")[-1]
     entry, env, user = [], {}, ""
     for line in final.splitlines():
         word, _, rest = line.strip().partition(" ")
@@ -39,6 +43,12 @@ def dockerfile() -> tuple[list[str], dict[str, str], str]:
         elif word == "USER":
             user = rest.strip()
     return entry, env, user
+
+
+def healthcheck() -> list[str]:
+    """The Dockerfile's HEALTHCHECK command."""
+    line = next(x for x in joined().splitlines() if x.startswith("HEALTHCHECK"))
+    return list(json.loads(line.split(" CMD ", 1)[1]))
 
 
 def test_the_image_runs_the_server_as_a_user_and_probes_liveness():
@@ -90,6 +100,9 @@ def test_the_compose_workers_run_against_a_local_postgres(cluster, tmp_path, ser
     for _ in range(3):
         served.append(Served(tmp_path, env, *command))
     auth = {"authorization": f"Bearer {token}"}
+    check = [sys.executable, *healthcheck()[1:]]
+    port = served[0].url.rsplit(":", 1)[1]
+    assert subprocess.run(check, env={"LLM_COMPILER_PORT": port}, timeout=10).returncode == 0
     started = []
     for server in served:
         assert server.client.get("/readyz").status_code == 200
