@@ -464,44 +464,27 @@ def _one_of(choices: Sequence[str]) -> Callable[[str], str]:
     return parse
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
-    return value
+def _number(
+    cast: Callable[[str], float], ok: Callable[[float], bool], expected: str
+) -> Callable[[str], Any]:
+    """A parser of numbers `cast` reads and `ok` accepts (else: "expected `expected`")."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = cast(text)
+        except ValueError:
+            value = float("nan")
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {text!r}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
-    return value
+_port = _number(int, lambda v: 0 <= v <= 65535, "a port from 0 to 65535")
+_positive = _number(int, lambda v: v >= 1, "a whole number of at least 1")
+_seconds = _number(float, lambda v: 0 <= v < float("inf"), "a number of seconds, 0 or more")
+_positive_seconds = _number(float, lambda v: 0 < v < float("inf"), "a number of seconds above 0")
 
 
 #: Every ``serve`` setting: flag > environment (``LLM_COMPILER_<NAME>``) > --config file > default.

@@ -14,19 +14,21 @@ from pathlib import Path
 import httpx
 import pytest
 
-from llm_compiler.durable.cluster import Cluster, find_bin, throwaway_postgres
+from llm_compiler.durable.cluster import Cluster
+from tests.durable.conftest import cluster  # noqa: F401 - the session's Postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "ops-token-" + "x7" * 12
 PASSWORD = "pw-" + "q9" * 10
 
 
-@pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
-    if find_bin() is None:
-        pytest.skip("PostgreSQL is not installed (make test installs Debian's postgresql)")
-    with throwaway_postgres() as c:
-        yield c
+def scripted(postgres: Cluster, tool_seconds: float = 0) -> dict[str, str]:
+    """The environment of a worker serving the scripted example on a fresh database."""
+    return {
+        "LLM_COMPILER_STORE": postgres.new_database(),
+        "LLM_COMPILER_WORKFLOW": "examples.served_scripted:make",
+        "SCRIPTED_TOOL_SECONDS": str(tool_seconds),
+    }
 
 
 def with_password(url: str) -> str:

@@ -17,7 +17,7 @@ from llm_compiler.serving import SecurityPolicy, build_app
 from llm_compiler.serving.ops import Operations, model_endpoints
 from tests.serving.conftest import start_server, stop
 
-from .conftest import TOKEN, Served
+from .conftest import TOKEN, Served, scripted
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -78,11 +78,7 @@ async def test_readiness_waits_for_the_model_endpoint():
 
 
 def test_an_outage_keeps_liveness_fails_readiness_and_refuses_fast(cluster, tmp_path, served):
-    env = {
-        "LLM_COMPILER_STORE": cluster.new_database(),
-        "LLM_COMPILER_WORKFLOW": "examples.served_scripted:make",
-        "SCRIPTED_TOOL_SECONDS": "0",
-    }
+    env = scripted(cluster, 0)
     server = Served(tmp_path, env, "--outage-limit", "60")
     served.append(server)
     c = server.client

@@ -9,17 +9,13 @@ import time
 
 import pytest
 
-from .conftest import Served
+from .conftest import Served, scripted
 
 pytestmark = pytest.mark.timeout(90)
 
 
 def test_stopping_with_runs_held_and_queued_logs_no_traceback(cluster, tmp_path, served):
-    env = {
-        "LLM_COMPILER_STORE": cluster.new_database(),
-        "LLM_COMPILER_WORKFLOW": "examples.served_scripted:make",
-        "SCRIPTED_TOOL_SECONDS": "3",
-    }
+    env = scripted(cluster, 3)
     server = Served(tmp_path, env, "--max-runs", "2", "--drain-grace", "0")
     served.append(server)
     body = {"start_event": {"user_msg": "Oslo?"}}
@@ -32,11 +28,7 @@ def test_stopping_with_runs_held_and_queued_logs_no_traceback(cluster, tmp_path,
 
 
 def test_a_postgres_restart_logs_warnings_not_tracebacks(cluster, tmp_path, served):
-    env = {
-        "LLM_COMPILER_STORE": cluster.new_database(),
-        "LLM_COMPILER_WORKFLOW": "examples.served_scripted:make",
-        "SCRIPTED_TOOL_SECONDS": "1",
-    }
+    env = scripted(cluster, 1)
     served += [Served(tmp_path, env), Served(tmp_path, env)]
     body = {"start_event": {"user_msg": "Oslo?"}}
     assert served[0].client.post("/workflows/compiler/run", json=body).status_code == 200
@@ -57,11 +49,7 @@ def test_a_postgres_restart_logs_warnings_not_tracebacks(cluster, tmp_path, serv
 
 
 def test_a_draining_worker_finishes_its_call_and_queues_new_runs(cluster, tmp_path, served):
-    env = {
-        "LLM_COMPILER_STORE": cluster.new_database(),
-        "LLM_COMPILER_WORKFLOW": "examples.served_scripted:make",
-        "SCRIPTED_TOOL_SECONDS": "3",
-    }
+    env = scripted(cluster, 3)
     first = Served(tmp_path, env, "--drain-grace", "20")
     served.append(first)
     body = {"start_event": {"user_msg": "Lima?"}}
