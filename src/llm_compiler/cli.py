@@ -6,26 +6,33 @@ import argparse
 import asyncio
 import importlib
 import json
+import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from workflows import Workflow
 
 from llm_compiler.errors import ConfigurationError, LLMCompilerError
+from llm_compiler.logs import FORMATS, LEVELS
+from llm_compiler.logs import configure as configure_logs
+from llm_compiler.serving.options import Setting, resolve
+from llm_compiler.tracing.metrics import stop_metrics
 from llm_compiler.tracing.otel import start_export
 from llm_compiler.tracing.prices import PRICES_ENV, load_prices
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
 
+    from llm_compiler.serving.app import ServedApp
     from llm_compiler.serving.security import SecurityPolicy
     from llm_compiler.tools.policy import ToolPolicy
+
+logger = logging.getLogger(__name__)
 
 COMPILER, TEAM = "compiler", "team"
 #: Seconds an MCP tool call may take when serving with --mcp (--mcp-tool-timeout).
@@ -136,6 +143,7 @@ async def run_server(args: argparse.Namespace) -> None:
     finally:
         if stop_export is not None:
             await asyncio.to_thread(stop_export)  # flushes the last spans
+        stop_metrics()
 
 
 async def _serve(args: argparse.Namespace) -> None:
@@ -157,7 +165,14 @@ async def _serve(args: argparse.Namespace) -> None:
             f"Note: on {args.host}, requests must name this server by a loopback name; add "
             "--allow-host NAME for each name or address other machines use to reach it."
         )
+    _reload_tokens_on_sighup(policy)
     announce = partial(_announce, policy.token)
+    how = {
+        "log_level": args.log_level,
+        "access_log": args.access_log,
+        "log_config": None,
+        "drain_grace": args.drain_grace or None,
+    }
     spec = parse_store(args.store)
     durable = None
     if spec.durable:
@@ -172,16 +187,40 @@ async def _serve(args: argparse.Namespace) -> None:
     if args.workflow:
         workflows = apply_tool_policies(load_workflows(args.workflow), tool_policies)
         model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
-        served = build_app(workflows, info={"model": model}, **options)
-        await serve(served, args.host, args.port, on_ready=announce)
+        served = _operated(build_app(workflows, info={"model": model}, **options), args)
+        await serve(served, args.host, args.port, on_ready=announce, **how)
         return
     print("Starting the model…", flush=True)  # noqa: T201
     timeout = args.mcp_tool_timeout or MCP_TOOL_TIMEOUT
     demo = demo_workflows(args.prompt_cache, args.mcp, timeout)
     async with demo as (workflows, model):
         workflows = apply_tool_policies(workflows, tool_policies)
-        served = build_app(workflows, info={"model": model}, **options)
-        await serve(served, args.host, args.port, on_ready=announce)
+        served = _operated(build_app(workflows, info={"model": model}, **options), args)
+        await serve(served, args.host, args.port, on_ready=announce, **how)
+
+
+def _operated(served: ServedApp, args: argparse.Namespace) -> ServedApp:
+    """`served`, with metrics if `args` asks for them."""
+    if args.metrics and served.ops is not None:
+        served.ops.serve_metrics()
+    return served
+
+
+def _reload_tokens_on_sighup(policy: SecurityPolicy) -> None:
+    """With a token file, SIGHUP reads it again (a bad file keeps the tokens in use)."""
+    accepted = policy.accepted
+    if accepted is None or accepted.path is None:
+        return
+
+    def reload() -> None:
+        try:
+            accepted.reload()
+        except ConfigurationError as e:
+            logger.error("Kept the tokens in use: %s", e.message)
+            return
+        logger.info("Read the token file again: %d tokens accepted.", len(accepted.current))
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
 
 
 def read_tool_policies(path: str | None) -> dict[str, ToolPolicy]:
@@ -215,11 +254,17 @@ def security_policy(args: argparse.Namespace) -> SecurityPolicy:
     """The policy the serve options ask for (a specific bind address is an allowed host)."""
     from llm_compiler.serving.security import SecurityPolicy
 
-    token = args.token if args.token is not None else os.environ.get("LLM_COMPILER_TOKEN")
     hosts = list(args.allow_host)
     if args.host not in _WILDCARDS:
         hosts.append(args.host)
-    return SecurityPolicy.build(token or None, args.allow_origin, hosts, args.insecure)
+    return SecurityPolicy.build(
+        args.token or None,
+        args.allow_origin,
+        hosts,
+        args.insecure,
+        tokens=getattr(args, "tokens", ()),
+        token_file=getattr(args, "token_file", None),
+    )
 
 
 def _model_name(workflow: Workflow) -> str:
@@ -232,21 +277,38 @@ def _model_name(workflow: Workflow) -> str:
 
 
 def _announce(token: str | None, url: str) -> None:
-    """Print the page's URL; with a token, in the fragment (the page keeps it, then drops it)."""
+    """Print the page's URL, never the token (stdout is often a log): say how to hand the
+    page the token instead."""
     for wildcard in ("//0.0.0.0:", "//[::]:"):  # a browser reaches those by a loopback name
         url = url.replace(wildcard, "//127.0.0.1:")
-    if token:
-        url += f"#token={quote(token, safe='')}"
     print(f"Serving the live plan page at {url}  (Ctrl-C to stop)", flush=True)  # noqa: T201
+    if token:
+        print(  # noqa: T201
+            f"The API needs the server's token (LLM_COMPILER_TOKEN, or the token file): open "
+            f"the page as {url}#token=<token>.",
+            flush=True,
+        )
 
 
 def parser() -> argparse.ArgumentParser:
     """The command-line parser."""
     top = argparse.ArgumentParser(prog="llm-compiler", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="serve workflows over HTTP with a live plan page")
-    serve.add_argument("--host", default="127.0.0.1", help="bind address (default: %(default)s)")
-    serve.add_argument("--port", type=int, default=8000, help="TCP port (default: %(default)s)")
+    serve = commands.add_parser(
+        "serve",
+        help="serve workflows over HTTP with a live plan page",
+        description="Every option can also come from its environment variable (in brackets) "
+        "or a TOML file (--config); a flag wins over the environment, which wins over the "
+        "file. See docs/operations.md.",
+    )
+    serve.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a TOML file of these settings, keys named as the options (host = ..., "
+        "max-runs = 8); an option or its environment variable wins over it",
+    )
+    serve.add_argument("--host", help="bind address (default: 127.0.0.1)")
+    serve.add_argument("--port", type=_port, help="TCP port (default: 8000)")
     serve.add_argument(
         "--workflow",
         metavar="MODULE:ATTR",
@@ -256,7 +318,6 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--mcp",
         action="append",
-        default=[],
         metavar="COMMAND_OR_URL",
         help="serve the compiler over the tools of an MCP server: a command line started "
         'over stdio ("python -m my_server") or a streamable-HTTP URL; repeatable',
@@ -270,25 +331,23 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--store",
-        default="memory",
         help="where runs are kept: memory, sqlite:///path.db (durable, one worker) or "
-        "postgresql://... (durable, shared by every worker started on it) (default: %(default)s)",
+        "postgresql://... (durable, shared by every worker started on it; keep its password "
+        "off the command line: PGPASSWORD, or the URL in LLM_COMPILER_STORE) (default: memory)",
     )
     serve.add_argument(
         "--idle-release",
-        type=float,
-        default=30.0,
+        type=_positive_seconds,
         metavar="SECONDS",
         help="with a durable store, a run waiting for input (a plan approval) leaves memory "
-        "after this long; the next event loads it on any worker (default: %(default)s)",
+        "after this long; the next event loads it on any worker (default: 30)",
     )
     serve.add_argument(
         "--outage-limit",
-        type=float,
-        default=120.0,
+        type=_positive_seconds,
         metavar="SECONDS",
         help="with a durable store, how long a worker rides out an unreachable database "
-        "(reconnecting with backoff; /health says degraded) before it stops (default: %(default)s)",
+        "(reconnecting with backoff; /health says degraded) before it stops (default: 120)",
     )
     serve.add_argument(
         "--max-runs",
@@ -299,13 +358,19 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--token",
-        help="bearer token every API request and event stream must carry (default: "
-        "$LLM_COMPILER_TOKEN; none on loopback). The printed URL hands it to the page once.",
+        help="bearer token every API request and event stream must carry (default: none on "
+        "loopback); better from LLM_COMPILER_TOKEN, where ps does not show it. Open the page "
+        "as URL#token=TOKEN: it keeps the token for the tab",
+    )
+    serve.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="accept every token in FILE (one a line, # comments), read again on SIGHUP: "
+        "add a new token, roll the clients over, remove the old one, no restart",
     )
     serve.add_argument(
         "--allow-origin",
         action="append",
-        default=[],
         metavar="URL",
         help="let web pages of this origin call the API (repeatable; default: only the "
         "server's own page)",
@@ -313,14 +378,13 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--allow-host",
         action="append",
-        default=[],
         metavar="NAME",
         help="accept requests naming this host (repeatable; loopback names and the bind "
         "address always; * for any, e.g. behind a proxy that checks it)",
     )
     serve.add_argument(
         "--insecure",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         help="serve beyond loopback without a token (anyone who can reach it runs tools)",
     )
     serve.add_argument(
@@ -332,7 +396,7 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--prompt-cache",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         help="give the embedded model llama.cpp's RAM prompt cache (measured slower on "
         "small CPUs; see docs/serving.md)",
     )
@@ -350,32 +414,137 @@ def parser() -> argparse.ArgumentParser:
         'million tokens, "output": ..., "cached_input": ...}} (default: the '
         "LLM_COMPILER_PRICES environment variable; OpenAI's models are built in)",
     )
+    _operations_options(serve)
+    for action in serve._actions:  # each option says its environment variable
+        setting = next((s for s in SERVE_SETTINGS if s.dest == action.dest), None)
+        if setting is not None and action.help:
+            action.help += f" [${setting.variable}]"
     return top
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
+def _operations_options(serve: argparse.ArgumentParser) -> None:
+    """Logs, metrics and shutdown."""
+    serve.add_argument(
+        "--log-level", type=_one_of(LEVELS), help="debug, info, warning or error (default: info)"
+    )
+    serve.add_argument(
+        "--log-format",
+        type=_one_of(FORMATS),
+        help="text, or json: one object a line with time, level, logger, message, run_id "
+        "and task_id (default: text)",
+    )
+    serve.add_argument(
+        "--drain-grace",
+        type=_seconds,
+        metavar="SECONDS",
+        help="on SIGTERM or Ctrl-C, stop taking runs and let tool calls in flight finish for "
+        "up to this long before handing the runs over (calls not started yet start on the "
+        "worker that takes the run); a second signal hands over at once; 0: no drain "
+        "(default: 30)",
+    )
+    serve.add_argument(
+        "--metrics",
+        action=argparse.BooleanOptionalAction,
+        help="serve OpenTelemetry metrics at /metrics in Prometheus text (behind the token; "
+        "needs the tracing extra) (default: off)",
+    )
+    serve.add_argument(
+        "--access-log",
+        action=argparse.BooleanOptionalAction,
+        help="log every HTTP request at info (default: off)",
+    )
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
-    return value
+def _one_of(choices: Sequence[str]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text.lower() not in choices:
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(choices)}, got {text!r}")
+        return text.lower()
+
+    return parse
+
+
+def _number(
+    cast: Callable[[str], float], ok: Callable[[float], bool], expected: str
+) -> Callable[[str], Any]:
+    """A parser of numbers `cast` reads and `ok` accepts (else: "expected `expected`")."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = cast(text)
+        except ValueError:
+            value = float("nan")
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+_port = _number(int, lambda v: 0 <= v <= 65535, "a port from 0 to 65535")
+_positive = _number(int, lambda v: v >= 1, "a whole number of at least 1")
+_seconds = _number(float, lambda v: 0 <= v < float("inf"), "a number of seconds, 0 or more")
+_positive_seconds = _number(float, lambda v: 0 < v < float("inf"), "a number of seconds above 0")
+
+
+#: Every ``serve`` setting: flag > environment (``LLM_COMPILER_<NAME>``) > --config file > default.
+SERVE_SETTINGS = (
+    Setting("host", "127.0.0.1"),
+    Setting("port", 8000, _port),
+    Setting("workflow"),
+    Setting("mcp", (), kind="lines"),
+    Setting("mcp_tool_timeout", None, _positive_seconds),
+    Setting("store", "memory"),
+    Setting("idle_release", 30.0, _positive_seconds),
+    Setting("outage_limit", 120.0, _positive_seconds),
+    Setting("max_runs", None, _positive),
+    Setting("token"),
+    Setting("tokens", (), kind="list"),
+    Setting("token_file"),
+    Setting("allow_origin", (), kind="list"),
+    Setting("allow_host", (), kind="list"),
+    Setting("insecure", False, kind="flag"),
+    Setting("tool_policies"),
+    Setting("prompt_cache", False, kind="flag"),
+    Setting("otlp_endpoint", env="LLM_COMPILER_OTLP_ENDPOINT"),
+    Setting("prices"),
+    Setting("log_level", "info", _one_of(LEVELS)),
+    Setting("log_format", "text", _one_of(FORMATS)),
+    Setting("access_log", False, kind="flag"),
+    Setting("metrics", False, kind="flag"),
+    Setting("drain_grace", 30.0, _seconds),
+)
+
+
+def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Any:
+    """The command line, each setting it leaves out filled from the environment, the
+    configuration file, or its default (see :mod:`llm_compiler.serving.options`).
+
+    Raises:
+        ConfigurationError: A bad value in the environment or the file.
+    """
+    args = parser().parse_args(argv)
+    if args.command == "serve":
+        resolve(args, SERVE_SETTINGS, environ)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``llm-compiler`` console script."""
-    args = parser().parse_args(argv)
+    try:
+        args = parse(argv)
+    except ConfigurationError as e:
+        print(f"error: {e.message}", file=sys.stderr)  # noqa: T201
+        return 2
+    handler = configure_logs(args.log_level, args.log_format)
+    try:
+        return _run(args)
+    finally:
+        logging.getLogger().removeHandler(handler)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Serve `args` until interrupted; the exit status."""
     # uvicorn re-raises a caught SIGTERM after its shutdown; by default that would end the
     # process before the embedded model server is stopped. As Ctrl-C, it unwinds instead.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)

@@ -4,7 +4,8 @@ run-and-collect helper that runs a workflow to the end and keeps what it streame
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
+from collections import deque
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -19,6 +20,9 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms import LLM
 from pydantic import PrivateAttr
 from workflows import Workflow
+
+from llm_compiler.engine.llm import CALL_ROLE
+from llm_compiler.logs import RUN_ID
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
 E = TypeVar("E")
@@ -36,10 +40,40 @@ class LLMCall:
     stream: bool = False
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra request arguments (``extra_body`` holds a dialect's request extras)."""
+    role: str | None = field(default_factory=lambda: CALL_ROLE.get())
+    """``planner`` or ``joiner``: which of the compiler's calls this is (None when the
+    model is called outside a compiler run)."""
+    run_id: str | None = field(default_factory=lambda: RUN_ID.get())
+    """The compiler run that makes the call (None outside one)."""
 
 
 Reply = str | BaseException
 Script = Sequence[Reply] | Callable[[LLMCall], Reply]
+#: Calls a ScriptedLLM keeps in ``calls`` by default (older ones are dropped).
+KEEP_CALLS = 1000
+
+
+def by_role(
+    planner: Reply | Callable[[LLMCall], Reply], joiner: Reply | Callable[[LLMCall], Reply]
+) -> Callable[[LLMCall], Reply]:
+    """A script answering every planner call with `planner` and every joiner call with
+    `joiner` (each a reply, or a function of the :class:`LLMCall`), for as many runs as
+    come: give it to :class:`ScriptedLLM` to serve a workflow without a model.
+
+    A call made outside a compiler run (no role) is an error.
+    """
+    answers: Mapping[str, Reply | Callable[[LLMCall], Reply]] = {
+        "planner": planner,
+        "joiner": joiner,
+    }
+
+    def reply(call: LLMCall) -> Reply:
+        answer = answers.get(call.role or "")
+        if answer is None:
+            return AssertionError("by_role answers the compiler's planner and joiner calls only")
+        return answer(call) if callable(answer) else answer
+
+    return reply
 
 
 def split_tokens(text: str) -> list[str]:
@@ -66,8 +100,14 @@ class ScriptedLLM(LLM):
     A line without its number (``get_weather("Oslo")``) is no task: a plan of such
     lines runs nothing (the run logs a warning, its summary says ``no_tasks``).
     A reply that is an exception is raised instead. Streams split replies into
-    ``tokens_per_chunk`` word-like tokens. Every call is recorded in ``calls``.
-    Subclasses may override :meth:`on_chunk` to model latency.
+    ``tokens_per_chunk`` word-like tokens. The last `keep_calls` calls are kept in
+    ``calls``; ``call_count`` counts them all. Subclasses may override :meth:`on_chunk`
+    to model latency.
+
+    For a served workflow, which answers any number of runs, give a function:
+    :func:`by_role` answers planner and joiner calls apart (each call's ``role`` says
+    which it is), and a function of the call can answer by rule (its ``prompt`` holds
+    the question).
 
     Args:
         script: The replies, or a function of the :class:`LLMCall` returning one.
@@ -75,6 +115,8 @@ class ScriptedLLM(LLM):
         tokens_per_chunk: Tokens per streamed chunk.
         chunker: Splits a reply into streamed chunks instead (their concatenation must
             be the reply), e.g. ``lambda t: list(t)`` for one character at a time.
+        keep_calls: How many of the latest calls ``calls`` keeps (memory stays bounded
+            however long the model serves).
     """
 
     chat_model: bool = True
@@ -83,7 +125,8 @@ class ScriptedLLM(LLM):
     _script: Any = PrivateAttr()
     _chunker: Callable[[str], Sequence[str]] | None = PrivateAttr(default=None)
     _next: int = PrivateAttr(default=0)
-    _calls: list[LLMCall] = PrivateAttr(default_factory=list)
+    _calls: deque[LLMCall] = PrivateAttr()
+    _count: int = PrivateAttr(default=0)
 
     def __init__(
         self,
@@ -92,11 +135,13 @@ class ScriptedLLM(LLM):
         chat: bool = True,
         tokens_per_chunk: int = 1,
         chunker: Callable[[str], Sequence[str]] | None = None,
+        keep_calls: int = KEEP_CALLS,
         **kwargs: Any,
     ) -> None:
         super().__init__(chat_model=chat, tokens_per_chunk=tokens_per_chunk, **kwargs)  # type: ignore[call-arg]
         self._script = script
         self._chunker = chunker
+        self._calls = deque(maxlen=max(1, keep_calls))
 
     @classmethod
     def class_name(cls) -> str:
@@ -108,8 +153,13 @@ class ScriptedLLM(LLM):
 
     @property
     def calls(self) -> list[LLMCall]:
-        """Every call received, in order."""
-        return self._calls
+        """The latest calls received (at most `keep_calls`), oldest first."""
+        return list(self._calls)
+
+    @property
+    def call_count(self) -> int:
+        """How many calls were received in all."""
+        return self._count
 
     async def on_chunk(self, index: int, chunk: str) -> None:
         """Called before each streamed chunk (index 0 is the first); a latency hook."""
@@ -119,11 +169,12 @@ class ScriptedLLM(LLM):
 
     def _reply(self, call: LLMCall) -> str:
         self._calls.append(call)
+        self._count += 1
         if callable(self._script):
             reply = self._script(call)
         else:
             if self._next >= len(self._script):
-                raise AssertionError(f"ScriptedLLM has no reply left for call {len(self._calls)}")
+                raise AssertionError(f"ScriptedLLM has no reply left for call {self._count}")
             reply = self._script[self._next]
             self._next += 1
         if isinstance(reply, BaseException):

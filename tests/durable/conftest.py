@@ -166,7 +166,9 @@ class Worker:
         """The run's handler once it is no longer running (read through this worker)."""
         deadline = time.monotonic() + timeout
         while True:
-            handler = self.client.get(f"/handlers/{handler_id}").json()
+            answer = self.client.get(f"/handlers/{handler_id}")
+            # 503 (with Retry-After) while the database does not answer: ask again.
+            handler = answer.json() if answer.status_code != 503 else {"status": "running"}
             if handler["status"] != "running":
                 return handler
             if time.monotonic() > deadline:

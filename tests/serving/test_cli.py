@@ -12,14 +12,14 @@ import httpx
 import pytest
 
 from llm_compiler import ConfigurationError, LLMCompilerWorkflow
-from llm_compiler.cli import load_workflows, main, parser
+from llm_compiler.cli import load_workflows, main, parse
 from llm_compiler.serving.server import is_loopback
 
 ROOT = Path(__file__).parents[2]
 
 
 def test_defaults_bind_loopback_on_8000_with_a_memory_store():
-    args = parser().parse_args(["serve"])
+    args = parse(["serve"], environ={})
     assert (args.host, args.port, args.store, args.workflow) == ("127.0.0.1", 8000, "memory", None)
     assert is_loopback(args.host) and is_loopback("localhost") and is_loopback("::1")
     assert not is_loopback("0.0.0.0") and not is_loopback("example.org")

@@ -254,20 +254,20 @@ async def test_a_wildcard_host_without_a_token_keeps_the_rebinding_defence():
     assert await guard_status(tokened, headers, method="POST", path=RUN) == 401
 
 
-def test_the_cli_refuses_a_wildcard_host_without_a_token(capsys, monkeypatch):
-    from llm_compiler.cli import main, parser, security_policy
+def test_the_cli_refuses_a_wildcard_host_without_a_token(capsys, caplog, monkeypatch):
+    from llm_compiler.cli import main, parse, security_policy
 
     monkeypatch.delenv("LLM_COMPILER_TOKEN", raising=False)
     argv = ["serve", "--allow-host", "*", "--workflow", "tests.serving.cli_app:make"]
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "DNS-rebinding" in err and "--insecure" in err and len(err.strip().splitlines()) == 1
-    insecure = security_policy(parser().parse_args(["serve", "--allow-host", "*", "--insecure"]))
+    insecure = security_policy(parse(["serve", "--allow-host", "*", "--insecure"], {}))
     assert insecure.any_host
     from llm_compiler.serving.server import check_exposure
 
     check_exposure(insecure, "127.0.0.1")
-    assert "DNS rebinding" in capsys.readouterr().err
+    assert "DNS rebinding" in caplog.text
 
 
 async def test_the_mcp_tool_timeout_is_a_flag(monkeypatch):

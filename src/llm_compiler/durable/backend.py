@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,11 +34,13 @@ QUEUE_CHANNEL = "llmc_queue"
 #: Exit status of a worker that stops because its store stayed away (EX_TEMPFAIL).
 EXIT_STORE_LOST = 75
 
-_ORPHAN = "status = 'running' AND idle_since IS NULL AND owner IS NULL"
+#: Runs waiting for a worker (SQL condition on ``llmc_runs``).
+ORPHAN = "status = 'running' AND idle_since IS NULL AND owner IS NULL"
 
 
 def _fatal(message: str) -> None:
-    print(f"error: {message}; stopping.", file=sys.stderr, flush=True)  # noqa: T201
+    logger.critical("%s; stopping.", message)
+    logging.shutdown()  # flushed: os._exit skips it
     os._exit(EXIT_STORE_LOST)
 
 
@@ -119,10 +120,10 @@ class Durable:
             return []
         limit = "" if room is None else f" LIMIT {int(room)}"
         if self.spec.kind == "postgres":
-            pick = f"SELECT run_id FROM llmc_runs WHERE {_ORPHAN} ORDER BY started_at{limit}"
+            pick = f"SELECT run_id FROM llmc_runs WHERE {ORPHAN} ORDER BY started_at{limit}"
             pick += " FOR UPDATE SKIP LOCKED"
         else:
-            pick = f"SELECT run_id FROM llmc_runs WHERE {_ORPHAN} ORDER BY started_at{limit}"
+            pick = f"SELECT run_id FROM llmc_runs WHERE {ORPHAN} ORDER BY started_at{limit}"
         rows = await self.journal.fetch(
             f"UPDATE llmc_runs SET owner = ? WHERE run_id IN ({pick}) RETURNING {RUN_COLUMNS}",
             self.worker,

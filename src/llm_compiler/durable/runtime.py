@@ -211,6 +211,9 @@ class JournalRuntime(BaseRuntimeDecorator):
         """Called before a run is resumed, with whether it ran before (the server marks its
         stream)."""
         self._live: set[asyncio.Future[Any]] = set()
+        self.calls_gate: asyncio.Future[None] | None = None
+        """While set (a worker draining), tool calls not started yet wait on it: they
+        start on the worker that takes the run over."""
 
     # ------------------------------------------------------------------ wiring
 
@@ -273,6 +276,8 @@ class JournalRuntime(BaseRuntimeDecorator):
         its start (a crash then resumes the task with "outcome unknown", the workflow's
         ``after_crash``). A ``pure`` call waits for nothing. Every tool call of a run on
         this runtime awaits it (:data:`~llm_compiler.engine.policy.BEFORE_CALL`)."""
+        if self.calls_gate is not None:
+            await asyncio.shield(self.calls_gate)
         if started.side_effect == "pure":
             return
         store = self.states.get(started.run_id)

@@ -437,6 +437,7 @@ class ServedRuntime(JournalRuntime):
         self._listener: Any = None
         self._idle: dict[str, asyncio.TimerHandle] = {}
         self._store: JournalStore | None = None
+        self.claims_stopped = False
 
     @property
     def backend(self) -> Durable:
@@ -465,6 +466,7 @@ class ServedRuntime(JournalRuntime):
 
     @override
     async def destroy(self) -> None:
+        self.stop_claiming()
         for handle in self._idle.values():
             handle.cancel()
         if self._claiming is not None:
@@ -518,8 +520,15 @@ class ServedRuntime(JournalRuntime):
 
     # ------------------------------------------------------------------ room and claims
 
+    def stop_claiming(self) -> None:
+        """Take no more runs (draining or stopping): new starts, queued runs and events for
+        runs not held here wait in the database for another worker."""
+        self.claims_stopped = True
+
     def room(self) -> int | None:
         """How many more runs this worker may hold (None: no cap)."""
+        if self.claims_stopped:
+            return 0
         return None if self.max_runs is None else self.max_runs - len(self.holding)
 
     def reserve(self, run_id: str) -> bool:
@@ -532,6 +541,8 @@ class ServedRuntime(JournalRuntime):
 
     def on_room(self) -> None:
         """Claim the runs nobody holds that there is room for (one claim at a time)."""
+        if self.claims_stopped:
+            return
         if self._claiming is not None:
             self._again = True
             return
@@ -620,7 +631,7 @@ class ServedRuntime(JournalRuntime):
 
     async def deliver(self, run_id: str, tick: WorkflowTick) -> None:
         """Send `tick` to `run_id`: here if held here (or taken up now), else via the inbox."""
-        if run_id not in self.holding:
+        if run_id not in self.holding and not self.claims_stopped:
             record = await self.backend.take(run_id)
             if record is not None:
                 await self.store.update_handler_status(run_id, idle_since=None)

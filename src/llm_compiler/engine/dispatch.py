@@ -36,6 +36,7 @@ from llm_compiler.events import (
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolSet, jsonable, validate_arguments
 from llm_compiler.tools.policy import ToolPolicy
+from llm_compiler.tracing.metrics import record_held
 
 #: Runs whose prepared calls one workflow instance keeps (the rest prepare them again).
 CALLS_KEPT = 1024
@@ -124,6 +125,7 @@ def emit(
         waited = decision.waited.get(task.id, 0.0)
         publish(ctx, ready_event(task, state.run_id, args, waited, rules.of(task.tool), kwargs))
     for task, args in decision.held:
+        record_held(state.run_id, task.id, task.tool)
         shown = rules.of(task.tool).shown()
         ctx.write_event_to_stream(held_request(task, state.run_id, args, shown))
     for task, slot in decision.waiting:

@@ -13,6 +13,7 @@ import asyncio
 import sys
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,6 +21,7 @@ from llama_index.core.llms import LLM
 
 from llm_compiler.dialects.base import LLMRequest
 from llm_compiler.errors import ConfigurationError, LLMCallError
+from llm_compiler.tracing.metrics import record_llm
 from llm_compiler.tracing.prices import ModelPrice
 from llm_compiler.tracing.spans import Active
 from llm_compiler.tracing.tracer import Tracer
@@ -297,6 +299,11 @@ def model_name(llm: LLM) -> str | None:
     return name or None
 
 
+#: The role of the model call being made: ``planner`` or ``joiner`` (None outside one).
+#: A model (a test double, a router) may read it to answer by role.
+CALL_ROLE: ContextVar[str | None] = ContextVar("llm_compiler_call_role", default=None)
+
+
 @dataclass
 class Metered:
     """What a metered call needs besides the request: its span's tracer, run and prices."""
@@ -325,6 +332,7 @@ async def metered_call(
     model = model_name(llm)
     span = meter.tracer.start_llm(meter.run_id, round, phase, model, messages, request.prompt)
     usage, started = TokenUsage(), time.time()
+    role = CALL_ROLE.set(phase)
     try:
         with Active(span):
             text = await stream_call(
@@ -334,6 +342,8 @@ async def metered_call(
         if span is not None:
             span.end(error=e)
         raise
+    finally:
+        CALL_ROLE.reset(role)
     sent = request.prompt if messages is None else "\n".join(m.content or "" for m in messages)
     call = await measure_call(
         phase=phase,
@@ -347,6 +357,7 @@ async def metered_call(
         finished_at=time.time(),
     )
     meter.tracer.end_llm(span, call, text, messages, request.prompt)
+    record_llm(call, messages is not None)
     return text, call
 
 

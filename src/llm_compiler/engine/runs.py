@@ -91,6 +91,10 @@ class RunRegistry:
             if not calls:
                 self._tool_calls.pop(run_id, None)
 
+    def calls_in_flight(self) -> set[asyncio.Task[Any]]:
+        """The tasks running a tool call now, of every run."""
+        return {t for calls in self._tool_calls.values() for t in calls}
+
     def _ended(self, handler: WorkflowHandler, run_id: str, watch: asyncio.Future[Any]) -> None:
         self._live.discard(watch)
         failed = watch.cancelled() or watch.exception() is not None

@@ -99,10 +99,17 @@ from llm_compiler.events import (
     TaskResult,
     TaskStarted,
 )
+from llm_compiler.logs import run_context
 from llm_compiler.plan import PlanTask
 from llm_compiler.tools import ToolLike, ToolSet, tool_map
 from llm_compiler.tools.policy import ToolPolicy
 from llm_compiler.tracing import Tracer, price_table
+from llm_compiler.tracing.metrics import (
+    count_run,
+    record_outcome_unknown,
+    record_task,
+    record_verdict,
+)
 from llm_compiler.tracing.spans import Active
 from llm_compiler.tracing.usage import LLMCallUsage
 
@@ -202,11 +209,17 @@ class LLMCompilerWorkflow(Workflow):
         """
         new_turn = ctx is None or not ctx.is_running
         run_id, start_event = self._runs.prepare(ctx, start_event, kwargs)
-        with self._tracer.start_run(run_id):  # the run's span: its steps' spans nest in it
+        # The run's span, and its id on log lines: its steps inherit both.
+        with self._tracer.start_run(run_id), run_context(run_id):
             handler = super().run(ctx, start_event, **kwargs)
         self._tracer.watch(handler, run_id)
         self._runs.started(handler, run_id, new_turn)
+        count_run(handler, run_id)
         return handler
+
+    def tool_calls_in_flight(self) -> set[asyncio.Task[Any]]:
+        """The tasks running a tool call of this workflow now (every run)."""
+        return self._runs.calls_in_flight()
 
     def _rules(self, state: CompilerState) -> RunPolicies:
         """The policies of the run's tools (the workflow's own if this process does not
@@ -467,6 +480,8 @@ class LLMCompilerWorkflow(Workflow):
             facts = facts_of(ev, state, book)
             if facts is None:
                 return None
+            if isinstance(ev, TaskApprovalResponse):
+                record_verdict(state.run_id, ev.task_id, ev.action)
             complete = ev if isinstance(ev, PlanEvent) and facts.entry.complete else None
             state = with_facts(state, facts, complete)
             decision = book.apply(facts.entry, state.tasks, state.outcomes)
@@ -543,6 +558,8 @@ class LLMCompilerWorkflow(Workflow):
                 on_attempt=partial(self._started, ctx, ready, policy.side_effect),
             )
         self._tracer.end_task(state.run_id, task.id, result.output, result.is_error, False)
+        seconds = result.finished_at - result.started_at
+        record_task(task.tool, policy.side_effect, seconds, result.is_error, result.attempts)
         result.run_id = state.run_id
         ctx.write_event_to_stream(result)
         return result
@@ -552,6 +569,7 @@ class LLMCompilerWorkflow(Workflow):
         workflow's ``after_crash`` observation (an explicit mark wins over a ``pure`` or
         ``idempotent`` class: such a call is not run again either)."""
         result = self.after_crash(state, task.id).result or unknown_after_crash(task, state.run_id)
+        record_outcome_unknown(task.tool)
         result.run_id = state.run_id
         self._trace_not_run(state, task, str(result.output), False, task.kwargs)
         ctx.write_event_to_stream(result)

@@ -48,6 +48,7 @@ from llm_compiler.serving.guard import (
     Send,
 )
 from llm_compiler.serving.mermaid import to_mermaid
+from llm_compiler.serving.ops import Operations
 from llm_compiler.serving.security import SecurityGuard, SecurityPolicy
 from llm_compiler.serving.start import AnswerAfterCommit, run_route
 
@@ -72,6 +73,7 @@ class ServedApp:
             uvicorn's lifespan).
         info: What ``/api/info`` returns.
         policy: Who may use the server (hosts, origins, token).
+        ops: Probes, the outage gate and the drain state (:mod:`.ops`).
     """
 
     app: ASGIApp
@@ -79,6 +81,7 @@ class ServedApp:
     info: dict[str, Any] = field(default_factory=dict)
     durable: Durable | None = None
     policy: SecurityPolicy = field(default_factory=SecurityPolicy)
+    ops: Operations | None = None
 
 
 def make_store(spec: str | None) -> AbstractWorkflowStore | None:
@@ -164,8 +167,9 @@ def build_app(
         events_route(store, workflows, extras),
     ]
     guarded = RequestGuard(AnswerAfterCommit(parent, store), checks, max_body=max_body)
-    app = SecurityGuard(guarded, policy)
-    return ServedApp(app=app, server=server, info=payload, policy=policy, durable=durable)
+    ops = Operations(workflows, durable)
+    app = ops.wrap(SecurityGuard(ops.gate(guarded), policy))
+    return ServedApp(app, server, payload, durable, policy, ops)
 
 
 def _routes(

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from llm_compiler.errors import ConfigurationError, RequestError
 from llm_compiler.serving.guard import ASGIApp, Receive, Scope, Send, reply
+
+if TYPE_CHECKING:
+    from llm_compiler.serving.options import TokenSet
 
 #: Host names that always reach this machine only.
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -45,12 +49,15 @@ class SecurityPolicy:
             `insecure`, since it lets a DNS-rebinding page reach the server).
         insecure: Serve beyond loopback, or with any host name, without a token
             (refused otherwise).
+        accepted: Every token accepted, when there are several (rotation; a token file's
+            set is read again on :meth:`TokenSet.reload`); `token` is then one of them.
     """
 
     token: str | None = field(default=None, repr=False)  # never in logs
     allow_origins: frozenset[str] = field(default_factory=frozenset)
     allow_hosts: frozenset[str] = field(default_factory=frozenset)
     insecure: bool = False
+    accepted: TokenSet | None = field(default=None, repr=False)  # never in logs
 
     @classmethod
     def build(
@@ -59,18 +66,24 @@ class SecurityPolicy:
         allow_origins: Iterable[str] = (),
         allow_hosts: Iterable[str] = (),
         insecure: bool = False,
+        tokens: Sequence[str] = (),
+        token_file: str | None = None,
     ) -> SecurityPolicy:
-        """A policy with origins and hosts normalized and checked.
+        """A policy with origins and hosts normalized and checked; `tokens` and the
+        tokens of `token_file` (one a line) are accepted besides `token`.
 
         Raises:
             ConfigurationError: A short token, a malformed origin, a wildcard origin, or
                 ``*`` among the hosts with neither a token nor `insecure`.
         """
-        if token is not None and len(token) < MIN_TOKEN_CHARS:
-            raise ConfigurationError(
-                f"The token is {len(token)} characters long; use at least {MIN_TOKEN_CHARS} "
-                "(e.g. python -c 'import secrets; print(secrets.token_urlsafe())')."
-            )
+        accepted = None
+        if tokens or token_file:
+            from llm_compiler.serving.options import TokenSet
+
+            accepted = TokenSet([*([token] if token else []), *tokens], token_file)
+            token = accepted.current[0] if accepted.current else None
+        elif token is not None:
+            check_token(token)
         origins = frozenset(normalize_origin(o) for o in allow_origins)
         hosts = frozenset(_host_name(h) for h in allow_hosts if h.strip())
         if "*" in hosts and not token and not insecure:
@@ -79,7 +92,7 @@ class SecurityPolicy:
                 "reach this server: set a token (LLM_COMPILER_TOKEN or --token), list the "
                 "names with --allow-host NAME, or pass --insecure to accept the risk."
             )
-        return cls(token or None, origins, hosts, insecure)
+        return cls(token or None, origins, hosts, insecure, accepted)
 
     @property
     def any_host(self) -> bool:
@@ -97,7 +110,18 @@ class SecurityPolicy:
         scheme, _, given = (header or "").partition(" ")
         if scheme.lower() != "bearer":
             return False
-        return hmac.compare_digest(given.strip().encode(), self.token.encode())
+        tokens = self.accepted.current if self.accepted is not None else (self.token,)
+        found = [hmac.compare_digest(given.strip().encode(), t.encode()) for t in tokens]
+        return any(found)
+
+
+def check_token(token: str) -> None:
+    """ConfigurationError unless `token` is long enough to be no guess."""
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigurationError(
+            f"A token is {len(token)} characters long; use at least {MIN_TOKEN_CHARS} "
+            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe())')."
+        )
 
 
 def normalize_origin(origin: str) -> str:

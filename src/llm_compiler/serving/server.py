@@ -4,20 +4,61 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import socket
-import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.serving.app import ServedApp
 from llm_compiler.serving.security import SecurityPolicy
 
+logger = logging.getLogger(__name__)
+
 LOOPBACK = "127.0.0.1"
 #: Seconds an idle keep-alive connection stays open. Longer than the 5 s after which
 #: httpx's default pool drops an idle connection: with equal times, a client could send
 #: on a connection the server is closing that moment, and get a ReadError.
 KEEP_ALIVE_SECONDS = 30
+
+
+#: Seconds open responses (event streams) get once the server stops, after any drain: a
+#: stream's run goes on on another worker, where its client reconnects.
+STREAMS_GRACE = 1.0
+
+
+def _draining_server(config: Any, served: ServedApp, grace: float | None) -> Any:
+    """A uvicorn server whose first stop signal drains `served` for up to `grace` s."""
+    import uvicorn
+
+    loop = asyncio.get_running_loop()
+
+    class Server(uvicorn.Server):
+        drain: asyncio.Task[None] | None = None
+        asked = False
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if grace is None or served.ops is None or self.asked:
+                if self.asked and not self.should_exit:
+                    logger.warning("A second stop signal: handing the runs over now.")
+                super().handle_exit(sig, frame)
+                return
+            self.asked = True  # a signal handler: the loop starts the drain
+            self._captured_signals.append(sig)
+            loop.call_soon_threadsafe(self._start_drain)
+
+        def _start_drain(self) -> None:
+            self.drain = loop.create_task(self._drain_then_exit())
+
+        async def _drain_then_exit(self) -> None:
+            assert served.ops is not None and grace is not None
+            try:
+                await served.ops.drain(grace)
+            finally:
+                self.should_exit = True
+
+    return Server(config)
 
 
 def is_loopback(host: str) -> bool:
@@ -51,9 +92,7 @@ def check_exposure(policy: SecurityPolicy, host: str) -> None:
 
 
 def _warn(who: str) -> None:
-    print(  # noqa: T201
-        f"WARNING: --insecure: {who} can run tools on this machine.", file=sys.stderr, flush=True
-    )
+    logger.warning("--insecure: %s can run tools on this machine.", who)
 
 
 def bound_socket(host: str, port: int) -> socket.socket:
@@ -77,6 +116,7 @@ async def serve(
     on_ready: Callable[[str], None] | None = None,
     sock: socket.socket | None = None,
     stop: asyncio.Event | None = None,
+    drain_grace: float | None = None,
     **uvicorn_options: Any,
 ) -> None:
     """Serve until cancelled or interrupted (uvicorn handles Ctrl-C).
@@ -88,6 +128,9 @@ async def serve(
         on_ready: Called with the page's URL once the server listens.
         sock: An already bound socket (then `host` and `port` only name it).
         stop: Set it to shut the server down gracefully.
+        drain_grace: With it, the first SIGTERM or Ctrl-C drains (see
+            :meth:`~llm_compiler.serving.ops.Operations.drain`) for up to this many
+            seconds before the shutdown; a second one shuts down at once.
         uvicorn_options: Passed to ``uvicorn.Config`` (e.g. ``log_level``; idle
             connections are kept :data:`KEEP_ALIVE_SECONDS` unless ``timeout_keep_alive``).
 
@@ -102,12 +145,12 @@ async def serve(
     actual = sock.getsockname()[1]
     options = {
         "log_level": "warning",
-        "timeout_graceful_shutdown": 5,
+        "timeout_graceful_shutdown": STREAMS_GRACE,
         "timeout_keep_alive": KEEP_ALIVE_SECONDS,
         **uvicorn_options,
     }
     config = uvicorn.Config(served.app, **options)
-    server = uvicorn.Server(config)
+    server = _draining_server(config, served, drain_grace)
     if on_ready is not None:
         shown = f"[{host}]" if ":" in host else host
         config_started = server.startup
@@ -116,17 +159,17 @@ async def serve(
             await config_started(sockets=sockets)
             on_ready(f"http://{shown}:{actual}/")
 
-        server.startup = startup  # type: ignore[method-assign]
-    if stop is None:
-        await server.serve(sockets=[sock])
-        return
+        server.startup = startup
 
     async def stopper() -> None:
-        await stop.wait()
-        server.should_exit = True
+        if stop is not None:
+            await stop.wait()
+            server.should_exit = True
 
     watcher = asyncio.create_task(stopper())
     try:
         await server.serve(sockets=[sock])
     finally:
         watcher.cancel()
+        if server.drain is not None:
+            server.drain.cancel()

@@ -9,7 +9,7 @@ import pytest
 from mcp_fixtures import PEAKS
 
 from llm_compiler import TaskResult
-from llm_compiler.cli import demo_workflows, main, parser
+from llm_compiler.cli import demo_workflows, main, parse, parser
 from llm_compiler.models import resolve
 from llm_compiler.testing import ScriptedLLM, events_of, run_and_collect
 
@@ -19,7 +19,7 @@ PLAN = '1. height("Everest")\n2. height("K2")\n3. subtract($1, $2)\n4. pid()\n5.
 def test_mcp_is_repeatable():
     args = parser().parse_args(["serve", "--mcp", "python -m a --x", "--mcp", "http://h/mcp"])
     assert args.mcp == ["python -m a --x", "http://h/mcp"]
-    assert parser().parse_args(["serve"]).mcp == []
+    assert parse(["serve"], {}).mcp == []
 
 
 def test_mcp_and_workflow_together_are_a_clear_error(capsys):

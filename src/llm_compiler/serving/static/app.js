@@ -30,7 +30,7 @@ window.fetch = async (path, options = {}) => {
   if (token) headers.set("authorization", `Bearer ${token}`);
   const r = await pageFetch(path, { ...options, headers });
   if (r.status === 401) {
-    $("error").textContent = "This server needs its token: open the page with the URL llm-compiler serve printed (it ends in #token=…).";
+    $("error").textContent = "This server needs its token: open the page as the URL llm-compiler serve printed, followed by #token=<the token>.";
     $("error").hidden = false;
   }
   return r;

@@ -1,0 +1,184 @@
+"""Where ``llm-compiler serve`` reads its settings: flags, environment, a TOML file.
+
+Each setting comes from the first of: its command-line flag, its environment variable
+(``LLM_COMPILER_<NAME>``), the configuration file (``--config FILE`` or
+``LLM_COMPILER_CONFIG``; keys named as the flags, without the dashes in front), its
+default. Lists (hosts, origins, tokens) are comma-separated in the environment,
+``--mcp`` servers one per line; booleans are ``1/true/yes/on`` or ``0/false/no/off``.
+
+No secret needs the command line (where ``ps`` shows it): the token comes from
+``LLM_COMPILER_TOKEN``, several (for rotation) from ``LLM_COMPILER_TOKENS`` or a token
+file; a Postgres password from the store URL in ``LLM_COMPILER_STORE`` or the file, or
+from libpq's own ``PGPASSWORD`` / ``PGPASSFILE`` (asyncpg reads them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llm_compiler.errors import ConfigurationError
+
+PREFIX = "LLM_COMPILER_"
+CONFIG_ENV = PREFIX + "CONFIG"
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One ``serve`` setting: its flag's dest, default, how to read a text, list or not."""
+
+    dest: str
+    default: Any = None
+    parse: Callable[[str], Any] = str
+    kind: str = "one"  # one, list (comma-separated), lines (one per line), flag (bool)
+    env: str = ""
+
+    @property
+    def variable(self) -> str:
+        """Its environment variable."""
+        return self.env or PREFIX + self.dest.upper()
+
+    @property
+    def key(self) -> str:
+        """Its key in the configuration file (the flag's name)."""
+        return self.dest.replace("_", "-")
+
+
+def boolean(text: str) -> bool:
+    """``1/true/yes/on`` or ``0/false/no/off`` (any case)."""
+    value = text.strip().lower()
+    if value in _TRUE | _FALSE:
+        return value in _TRUE
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def read_config(path: str) -> dict[str, Any]:
+    """The settings of a TOML file (top-level keys, or a ``[serve]`` table).
+
+    Raises:
+        ConfigurationError: The file cannot be read or is not TOML.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ConfigurationError(f"Cannot read the configuration file {path}: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigurationError(f"The configuration file {path} is not TOML: {e}") from None
+    serve = data.get("serve", data)
+    if not isinstance(serve, dict):
+        raise ConfigurationError(f"{path}: [serve] must be a table.")
+    return {str(k).replace("-", "_"): v for k, v in serve.items()}
+
+
+def resolve(
+    args: argparse.Namespace,
+    settings: tuple[Setting, ...],
+    environ: Mapping[str, str] | None = None,
+) -> argparse.Namespace:
+    """Fill every setting `args` leaves None from the environment, the file, the default.
+
+    Raises:
+        ConfigurationError: An unknown key in the file, or a value of the wrong type
+            (named with where it came from).
+    """
+    environ = os.environ if environ is None else environ
+    path = getattr(args, "config", None) or environ.get(CONFIG_ENV)
+    file = read_config(path) if path else {}
+    known = {s.dest for s in settings}
+    unknown = sorted(set(file) - known)
+    if unknown:
+        names = ", ".join(k.replace("_", "-") for k in unknown)
+        raise ConfigurationError(f"{path}: unknown settings {names}.")
+    for setting in settings:
+        given = getattr(args, setting.dest, None)
+        if given is not None and given != []:
+            continue
+        if setting.variable in environ and environ[setting.variable].strip():
+            value = _from_text(setting, environ[setting.variable], setting.variable)
+        elif setting.dest in file:
+            value = _from_file(setting, file[setting.dest], f"{path}: {setting.key}")
+        else:
+            value = list(setting.default) if setting.kind in ("list", "lines") else setting.default
+        setattr(args, setting.dest, value)
+    return args
+
+
+def _from_text(setting: Setting, text: str, source: str) -> Any:
+    if setting.kind == "list":
+        return [_parsed(setting, t.strip(), source) for t in text.split(",") if t.strip()]
+    if setting.kind == "lines":
+        return [_parsed(setting, t.strip(), source) for t in text.splitlines() if t.strip()]
+    if setting.kind == "flag":
+        return _parsed(setting, text, source, boolean)
+    return _parsed(setting, text.strip(), source)
+
+
+def _from_file(setting: Setting, value: Any, source: str) -> Any:
+    if setting.kind in ("list", "lines"):
+        items = value if isinstance(value, list) else [value]
+        return [_parsed(setting, str(v), source) for v in items]
+    if setting.kind == "flag":
+        if not isinstance(value, bool):
+            raise ConfigurationError(f"{source}: expected true or false, got {value!r}.")
+        return value
+    if isinstance(value, (dict, list)):
+        raise ConfigurationError(f"{source}: expected one value, got {value!r}.")
+    return _parsed(setting, str(value), source)
+
+
+def _parsed(
+    setting: Setting, text: str, source: str, parse: Callable[[str], Any] | None = None
+) -> Any:
+    try:
+        return (parse or setting.parse)(text)
+    except (ValueError, argparse.ArgumentTypeError) as e:
+        raise ConfigurationError(f"{source}: {e}") from None
+
+
+def read_tokens(path: str) -> list[str]:
+    """The tokens of a token file: one per line; blank lines and ``#`` comments skipped.
+
+    Raises:
+        ConfigurationError: The file cannot be read.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ConfigurationError(f"Cannot read the token file {path}: {e}") from None
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+class TokenSet:
+    """The tokens a server accepts: fixed ones, and those of a token file (one a line,
+    ``#`` comments), read again by :meth:`reload` (``llm-compiler serve`` does on SIGHUP),
+    so a token can be added and an old one removed without a restart."""
+
+    def __init__(self, fixed: Sequence[str], path: str | None = None) -> None:
+        self.fixed, self.path = tuple(fixed), path
+        self.current: tuple[str, ...] = ()
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the token file again (the set in use stays if it is unreadable or empty).
+
+        Raises:
+            ConfigurationError: The file cannot be read, is empty, or holds a short token.
+        """
+        from llm_compiler.serving.security import check_token
+
+        tokens = [*self.fixed, *(read_tokens(self.path) if self.path else [])]
+        if not tokens:
+            raise ConfigurationError(f"The token file {self.path} holds no token.")
+        for token in tokens:
+            check_token(token)
+        self.current = tuple(dict.fromkeys(tokens))
+
+    def __repr__(self) -> str:  # never the tokens themselves
+        return f"TokenSet({len(self.current)} tokens, file={self.path!r})"
