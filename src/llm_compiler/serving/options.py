@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,46 +139,3 @@ def _parsed(
         return (parse or setting.parse)(text)
     except (ValueError, argparse.ArgumentTypeError) as e:
         raise ConfigurationError(f"{source}: {e}") from None
-
-
-def read_tokens(path: str) -> list[str]:
-    """The tokens of a token file: one per line; blank lines and ``#`` comments skipped.
-
-    Raises:
-        ConfigurationError: The file cannot be read.
-    """
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise ConfigurationError(f"Cannot read the token file {path}: {e}") from None
-    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-
-
-class TokenSet:
-    """The tokens a server accepts: fixed ones, and those of a token file (one a line,
-    ``#`` comments), read again by :meth:`reload` (``llm-compiler serve`` does on SIGHUP),
-    so a token can be added and an old one removed without a restart."""
-
-    def __init__(self, fixed: Sequence[str], path: str | None = None) -> None:
-        self.fixed, self.path = tuple(fixed), path
-        self.current: tuple[str, ...] = ()
-        self.reload()
-
-    def reload(self) -> None:
-        """Read the token file again (the set in use stays if it is unreadable or empty).
-
-        Raises:
-            ConfigurationError: The file cannot be read, is empty, or holds a short token.
-        """
-        from llm_compiler.serving.security import check_token
-
-        tokens = [*self.fixed, *(read_tokens(self.path) if self.path else [])]
-        if not tokens:
-            raise ConfigurationError(f"The token file {self.path} holds no token.")
-        for token in tokens:
-            check_token(token)
-        self.current = tuple(dict.fromkeys(tokens))
-
-    def __repr__(self) -> str:  # never the tokens themselves
-        return f"TokenSet({len(self.current)} tokens, file={self.path!r})"

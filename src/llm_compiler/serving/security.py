@@ -13,14 +13,10 @@ import hmac
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from llm_compiler.errors import ConfigurationError, RequestError
 from llm_compiler.serving.guard import ASGIApp, Receive, Scope, Send, reply
-
-if TYPE_CHECKING:
-    from llm_compiler.serving.options import TokenSet
 
 #: Host names that always reach this machine only.
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -78,8 +74,6 @@ class SecurityPolicy:
         """
         accepted = None
         if tokens or token_file:
-            from llm_compiler.serving.options import TokenSet
-
             accepted = TokenSet([*([token] if token else []), *tokens], token_file)
             token = accepted.current[0] if accepted.current else None
         elif token is not None:
@@ -287,3 +281,44 @@ async def _refuse(scope: Scope, send: Send, refused: Refused) -> None:
             (b"vary", b"Origin"),
         ]
     await reply(send, refused.status, refused.detail, extra)
+
+
+def read_tokens(path: str) -> list[str]:
+    """The tokens of a token file: one per line; blank lines and ``#`` comments skipped.
+
+    Raises:
+        ConfigurationError: The file cannot be read.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ConfigurationError(f"Cannot read the token file {path}: {e}") from None
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+class TokenSet:
+    """The tokens a server accepts: fixed ones, and those of a token file (one a line,
+    ``#`` comments), read again by :meth:`reload` (``llm-compiler serve`` does on SIGHUP),
+    so a token can be added and an old one removed without a restart."""
+
+    def __init__(self, fixed: Sequence[str], path: str | None = None) -> None:
+        self.fixed, self.path = tuple(fixed), path
+        self.current: tuple[str, ...] = ()
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the token file again (the set in use stays if it is unreadable or empty).
+
+        Raises:
+            ConfigurationError: The file cannot be read, is empty, or holds a short token.
+        """
+        tokens = [*self.fixed, *(read_tokens(self.path) if self.path else [])]
+        if not tokens:
+            raise ConfigurationError(f"The token file {self.path} holds no token.")
+        for token in tokens:
+            check_token(token)
+        self.current = tuple(dict.fromkeys(tokens))
+
+    def __repr__(self) -> str:  # never the tokens themselves
+        return f"TokenSet({len(self.current)} tokens, file={self.path!r})"
