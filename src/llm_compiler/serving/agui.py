@@ -54,8 +54,8 @@ from llm_compiler.events import (
     TaskStarted,
     TaskWaiting,
 )
-from llm_compiler.serving.client_events import check_task_verdict
 from llm_compiler.serving.guard import BadRequest, BodyRoute, Checked, field_errors, parsed
+from llm_compiler.serving.verdicts import check_task_verdict
 
 if TYPE_CHECKING:
     from ag_ui.core import BaseEvent, RunAgentInput
@@ -456,8 +456,9 @@ async def resume_run(
     found = await store.query(HandlerQuery(run_id_in=[run_id]))
     if not found:
         raise BadRequest(404, f"No run {run_id!r} to resume.")
+    workflow = _upstream.workflow_service(server).get_workflow(found[0].workflow_name)
     for verdict in verdicts:
-        await check_task_verdict(store, run_id, verdict)
+        await check_task_verdict(store, workflow, run_id, verdict)
     translator = AGUITranslator(run_input.thread_id, run_input.run_id)
     after = -1
     for stored in await store.query_events(run_id):
@@ -586,7 +587,7 @@ def agui_route(server: WorkflowServer, store: AbstractWorkflowStore) -> Route:
                 turn = asked
                 ids = await start_run(server, request.path_params["name"], turn)
         except BadRequest as e:
-            return JSONResponse({"detail": e.detail}, status_code=e.status)
+            return JSONResponse(e.body(), status_code=e.status)
         gone = request.is_disconnected
         stream = agui_events(server, store, turn, ids, gone, translator, after)
         headers = {"x-handler-id": ids[0], "cache-control": "no-cache"}

@@ -188,7 +188,7 @@ def _routes(
         try:
             limit, before = _page(request)
         except BadRequest as e:
-            return JSONResponse({"detail": e.detail}, status_code=e.status)
+            return JSONResponse(e.body(), status_code=e.status)
         runs, following = await recent_runs(store, names, compilers, limit, before)
         if durable is not None:
             held = await durable.holders([r["run_id"] for r in runs if r["run_id"]])
