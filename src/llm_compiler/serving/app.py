@@ -181,6 +181,9 @@ def _routes(
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
 
+    async def favicon(request: Request) -> Response:
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
+
     async def api_info(request: Request) -> Response:
         return JSONResponse(payload)
 
@@ -212,6 +215,7 @@ def _routes(
 
     return [
         Route("/", index, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
         *([Route("/health", durable_health(durable), methods=["GET"])] if durable else []),
         Route("/api/info", api_info, methods=["GET"]),
         Route("/api/runs", api_runs, methods=["GET"]),
