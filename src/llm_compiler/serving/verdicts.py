@@ -72,6 +72,22 @@ async def check_task_verdict(
         check_edit(workflow, state, task, event.args or {})
 
 
+def verdict_for(approval_id: str, payload: Mapping[str, Any]) -> TaskApprovalResponse:
+    """The verdict `payload` (``action``, ``args``, ``reason``) gives on the held task
+    whose approval id (``run_id:round:task_id``) is `approval_id`; BadRequest 400 if
+    either is malformed."""
+    run_id, _, task_id = approval_id.rpartition(":")
+    run_id, _, round = run_id.rpartition(":")
+    fields = {k: payload[k] for k in ("action", "args", "reason") if k in payload}
+    try:
+        return TaskApprovalResponse.model_validate(
+            {**fields, "run_id": run_id, "round": round, "task_id": task_id}
+        )
+    except ValidationError as e:
+        where = ".".join(str(p) for p in e.errors()[0]["loc"])
+        raise BadRequest(400, f"Invalid verdict for approval {approval_id!r}: {where}.") from None
+
+
 def task_state(state: CompilerState, book: Book, task_id: int) -> str:
     """What task `task_id` is doing, in words (:data:`HELD` when a verdict may answer it)."""
     outcome = state.outcomes.get(task_id)
