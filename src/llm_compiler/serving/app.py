@@ -3,8 +3,8 @@
 A parent Starlette app holds our routes (the page in ``static/``; ``/api/info``, what is
 served; ``/api/runs``, runs with their questions, newest first, a page at a time;
 ``/api/runs/{handler_id}``, one of them; ``/api/runs/{handler_id}/mermaid``;
-``/agui/{name}``, AG-UI) and forwards the workflow server's API routes to the server's own
-app, whose CDN-loading UI is left out. A
+``/agui/{name}``, AG-UI; ``/v1/*``, OpenAI-compatible) and forwards the workflow
+server's API routes to the server's own app, whose CDN-loading UI is left out. A
 :class:`~llm_compiler.serving.guard.RequestGuard` in front parses and validates every
 request body once (run requests: :mod:`~llm_compiler.serving.start`; events clients send:
 :mod:`~llm_compiler.serving.client_events`; AG-UI inputs: :mod:`~llm_compiler.serving.agui`),
@@ -48,6 +48,8 @@ from llm_compiler.serving.guard import (
     Send,
 )
 from llm_compiler.serving.mermaid import to_mermaid
+from llm_compiler.serving.openai_api import openai_body_route, openai_routes
+from llm_compiler.serving.runs import ServedRuns
 from llm_compiler.serving.security import SecurityGuard, SecurityPolicy
 from llm_compiler.serving.start import AnswerAfterCommit, run_route
 
@@ -152,8 +154,9 @@ def build_app(
         **(info or {}),
     }
     routes = _routes(server, store, payload, compilers, durable)
+    runs = ServedRuns(server, store, workflows)
     parent = Starlette(
-        routes=[*routes, *_forwarded(server)],
+        routes=[*routes, *openai_routes(runs), *_forwarded(server)],
         middleware=[cors(policy)],
         exception_handlers={Exception: internal_error},
         lifespan=_lifespan(server),
@@ -162,6 +165,7 @@ def build_app(
         run_route(workflows, extras, store),
         agui_body_route(workflows),
         events_route(store, workflows, extras),
+        openai_body_route(workflows),
     ]
     guarded = RequestGuard(AnswerAfterCommit(parent, store), checks, max_body=max_body)
     app = SecurityGuard(guarded, policy)
