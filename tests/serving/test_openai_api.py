@@ -8,6 +8,7 @@ import asyncio
 
 import httpx
 import openai
+import openai.resources  # loaded here, not lazily inside a test (while threads import too)
 import pytest
 from openai import AsyncOpenAI
 

@@ -24,6 +24,9 @@ ROUTES: list[tuple[str, str, dict | None]] = [
     ("GET", "/v1/models", None),
     ("POST", "/v1/chat/completions", CHAT),
     ("POST", "/v1/responses", {"model": "compiler", "input": "alpha?"}),
+    ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+    ("GET", "/mcp", None),
+    ("DELETE", "/mcp", None),
 ]
 #: Bodies each POST route must refuse with a 4xx: wrong shapes and types.
 MALFORMED = [
@@ -67,6 +70,18 @@ async def test_every_new_route_needs_the_token_and_its_own_origin(url):
             evil = {**request["headers"], **AUTH, "origin": "http://evil.example"}
             r = await c.request(**{**request, "headers": evil})
             assert r.status_code == 403, (path, r.status_code)
+
+
+async def test_an_mcp_client_with_the_token_is_served(url):
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from llm_compiler import _upstream
+
+    async with _upstream.mcp_http_client()(headers=AUTH) as http:
+        async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as c:
+            result = await c.call_tool("compiler", {"question": "alpha and beta?"})
+    assert not result.is_error and "combined" in result.content[0].text
 
 
 async def test_bodies_that_are_too_large_or_malformed_get_a_4xx(url):

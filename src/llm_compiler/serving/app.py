@@ -3,7 +3,7 @@
 A parent Starlette app holds our routes (the page in ``static/``; ``/api/info``, what is
 served; ``/api/runs``, runs with their questions, newest first, a page at a time;
 ``/api/runs/{handler_id}``, one of them; ``/api/runs/{handler_id}/mermaid``;
-``/agui/{name}``, AG-UI; ``/v1/*``, OpenAI-compatible) and forwards the workflow
+``/agui/{name}``, AG-UI; ``/v1/*``, OpenAI-compatible; ``/mcp``, MCP) and forwards the workflow
 server's API routes to the server's own app, whose CDN-loading UI is left out. A
 :class:`~llm_compiler.serving.guard.RequestGuard` in front parses and validates every
 request body once (run requests: :mod:`~llm_compiler.serving.start`; events clients send:
@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +47,7 @@ from llm_compiler.serving.guard import (
     Scope,
     Send,
 )
+from llm_compiler.serving.mcp_api import build_mcp
 from llm_compiler.serving.mermaid import to_mermaid
 from llm_compiler.serving.openai_api import openai_body_route, openai_routes
 from llm_compiler.serving.runs import ServedRuns
@@ -155,11 +156,12 @@ def build_app(
     }
     routes = _routes(server, store, payload, compilers, durable)
     runs = ServedRuns(server, store, workflows)
+    mcp, mcp_routes = build_mcp(runs, max_body)
     parent = Starlette(
-        routes=[*routes, *openai_routes(runs), *_forwarded(server)],
+        routes=[*routes, *openai_routes(runs), *mcp_routes, *_forwarded(server)],
         middleware=[cors(policy)],
         exception_handlers={Exception: internal_error},
-        lifespan=_lifespan(server),
+        lifespan=_lifespan(server, mcp.session_manager.run),
     )
     checks = [
         run_route(workflows, extras, store),
@@ -230,12 +232,17 @@ def _routes(
     ]
 
 
-def _lifespan(server: WorkflowServer) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
-    """The workflow server app's own lifespan (it starts and stops the server's runs)."""
+def _lifespan(
+    server: WorkflowServer, *others: Callable[[], AbstractAsyncContextManager[Any]]
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    """The workflow server app's own lifespan (it starts and stops the server's runs), with
+    `others` (the MCP server's session manager) inside it."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with server.app.router.lifespan_context(server.app):
+        async with server.app.router.lifespan_context(server.app), AsyncExitStack() as stack:
+            for other in others:
+                await stack.enter_async_context(other())
             yield
 
     return lifespan

@@ -109,9 +109,11 @@ def held_call(request: TaskApprovalRequest) -> str:
 
 def progress_text(ev: Event) -> str:
     """What `ev` adds to a run's visible progress (the planner's and joiner's tokens, each
-    task's outcome, holds and replans); empty for the rest."""
+    task's start and outcome, holds and replans); empty for the rest."""
     if isinstance(ev, CompilerStream):
         return ev.delta
+    if isinstance(ev, TaskReady):
+        return f"\n[task {ev.task_id} {ev.tool_name} started]\n"
     if isinstance(ev, TaskResult):
         what = "skipped" if ev.skipped else "error" if ev.is_error else "done"
         output = str(ev.output)

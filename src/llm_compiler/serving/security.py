@@ -192,7 +192,7 @@ class SecurityGuard:
         if not _public(method, {"path": path}):
             if not self.policy.token_matches(headers.get("authorization")):
                 raise Refused(401, "This server needs its token: Authorization: Bearer <token>.")
-        if method in _STATE_CHANGING:
+        if method in _STATE_CHANGING and not _bodiless_delete(method, headers):
             kind = headers.get("content-type", "").split(";")[0].strip().lower()
             if kind != "application/json":
                 raise Refused(
@@ -226,6 +226,13 @@ class SecurityGuard:
             f"Requests from origin {normalized} are not accepted; start the server with "
             f"--allow-origin {normalized} to let that site call it.",
         )
+
+
+def _bodiless_delete(method: str, headers: dict[str, str]) -> bool:
+    """A DELETE without a body (an MCP client ending its session): no form or text POST
+    can forge one, since browsers preflight every cross-site DELETE."""
+    bodiless = headers.get("content-length", "0") == "0" and "transfer-encoding" not in headers
+    return method == "DELETE" and bodiless
 
 
 def _public(method: str, scope: Scope) -> bool:
