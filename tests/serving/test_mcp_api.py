@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 from mcp_types import ElicitResult
 
-from llm_compiler import LLMCompilerWorkflow, ToolPolicy
+from llm_compiler import LLMCompilerWorkflow, ToolPolicy, _upstream
 from llm_compiler.serving import build_app
 
 from .conftest import ANSWER, scripted, sse, start_server, stop, workflow
@@ -150,10 +150,13 @@ async def test_a_llamaindex_agent_calls_the_compiler_through_mcp_tool_spec(overl
 
     url, task, _ = await start_server(lambda: build_app({"compiler": workflow(overlap)}))
     try:
-        spec = McpToolSpec(client=BasicMCPClient(f"{url}/mcp"), allowed_tools=["compiler"])
-        tools = await spec.to_tool_list_async()
-        agent = FunctionAgent(tools=tools, llm=MockFunctionCallingLLM(response_generator=script))
-        reply = await agent.run("What are alpha and beta combined?")
+        # The client is closed here (BasicMCPClient never closes one it makes itself).
+        async with _upstream.mcp_http_client()() as http:
+            mcp = BasicMCPClient(f"{url}/mcp", http_client=http)
+            spec = McpToolSpec(client=mcp, allowed_tools=["compiler"])
+            tools = await spec.to_tool_list_async()
+            llm = MockFunctionCallingLLM(response_generator=script)
+            reply = await FunctionAgent(tools=tools, llm=llm).run("What are alpha and beta?")
     finally:
         await stop(task)
     assert [t.metadata.name for t in tools] == ["compiler"]
