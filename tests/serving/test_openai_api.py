@@ -147,12 +147,12 @@ async def answer_held(c: AsyncOpenAI, question: list) -> None:
         "amount": 100,
     }
     text = held.choices[0].message.content
-    assert "waits for approval" in text and approval["id"] in text
+    assert "waits for approval" in text and approval["approval_id"] in text
     # both fetches ran while pay was held
     assert held.choices[0].message.model_extra["reasoning_content"].count("fetch done") == 2
 
     def answer(**verdict: object) -> dict:
-        return {"approvals": [{"id": approval["id"], **verdict}]}
+        return {"approvals": [{"approval_id": approval["approval_id"], **verdict}]}
 
     with pytest.raises(openai.UnprocessableEntityError, match="amount"):
         await c.chat.completions.create(

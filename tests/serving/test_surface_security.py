@@ -27,6 +27,8 @@ ROUTES: list[tuple[str, str, dict | None]] = [
     ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
     ("GET", "/mcp", None),
     ("DELETE", "/mcp", None),
+    ("GET", "/.well-known/agent-card.json", None),
+    ("POST", "/a2a", {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}),
 ]
 #: Bodies each POST route must refuse with a 4xx: wrong shapes and types.
 MALFORMED = [
@@ -97,4 +99,8 @@ async def test_bodies_that_are_too_large_or_malformed_get_a_4xx(url):
             assert r.status_code == 415, (path, r.status_code)
             for body in MALFORMED:
                 r = await c.post(path, content=body, headers=headers)
-                assert 400 <= r.status_code < 500, (path, body, r.status_code, r.text)
+                assert r.status_code < 500, (path, body, r.status_code, r.text)
+                if r.status_code == 200:  # JSON-RPC answers a bad call with an error object
+                    assert path == "/a2a" and "error" in r.json(), (path, body, r.text)
+                else:
+                    assert 400 <= r.status_code < 500, (path, body, r.status_code, r.text)

@@ -3,8 +3,9 @@
 A parent Starlette app holds our routes (the page in ``static/``; ``/api/info``, what is
 served; ``/api/runs``, runs with their questions, newest first, a page at a time;
 ``/api/runs/{handler_id}``, one of them; ``/api/runs/{handler_id}/mermaid``;
-``/agui/{name}``, AG-UI; ``/v1/*``, OpenAI-compatible; ``/mcp``, MCP) and forwards the workflow
-server's API routes to the server's own app, whose CDN-loading UI is left out. A
+``/agui/{name}``, AG-UI; ``/v1/*``, OpenAI-compatible; ``/mcp``, MCP; ``/a2a`` and its
+agent card, A2A) and forwards the workflow server's API routes to the server's own app,
+whose CDN-loading UI is left out. A
 :class:`~llm_compiler.serving.guard.RequestGuard` in front parses and validates every
 request body once (run requests: :mod:`~llm_compiler.serving.start`; events clients send:
 :mod:`~llm_compiler.serving.client_events`; AG-UI inputs: :mod:`~llm_compiler.serving.agui`),
@@ -36,6 +37,7 @@ from llm_compiler.engine.state import CompilerState
 from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.events import PlanApprovalResponse
+from llm_compiler.serving.a2a_api import a2a_routes
 from llm_compiler.serving.agui import agui_body_route, agui_route
 from llm_compiler.serving.client_events import events_route
 from llm_compiler.serving.guard import (
@@ -157,8 +159,9 @@ def build_app(
     routes = _routes(server, store, payload, compilers, durable)
     runs = ServedRuns(server, store, workflows)
     mcp, mcp_routes = build_mcp(runs, max_body)
+    agents = a2a_routes(runs, payload["default"], payload["question"])
     parent = Starlette(
-        routes=[*routes, *openai_routes(runs), *mcp_routes, *_forwarded(server)],
+        routes=[*routes, *openai_routes(runs), *mcp_routes, *agents, *_forwarded(server)],
         middleware=[cors(policy)],
         exception_handlers={Exception: internal_error},
         lifespan=_lifespan(server, mcp.session_manager.run),

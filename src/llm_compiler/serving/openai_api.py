@@ -12,7 +12,8 @@ chunks; a ``reasoning`` output item of a response).
 A run that can go no further without verdicts on held tasks ends the response with a
 message naming each held call and its approval id (also in ``llm_compiler.approvals`` of a
 chat completion, ``metadata.approval_ids`` of a response). A request whose ``approvals``
-(``[{"id": ..., "action": "approve" | "edit" | "reject", "args": {...}, "reason": ...}]``;
+(``[{"approval_id": ..., "action": "approve" | "edit" | "reject", "args": {...},
+"reason": ...}]``;
 with the ``openai`` client, ``extra_body``) answers them continues that run and streams
 the rest; verdicts are checked as ``POST /events`` checks them (409, 422).
 
@@ -41,7 +42,14 @@ from workflows.events import Event
 
 from llm_compiler.events import TaskApprovalResponse
 from llm_compiler.serving.guard import BadRequest, BodyRoute, Checked, field_errors, parsed
-from llm_compiler.serving.runs import Awaiting, Ended, RunRef, ServedRuns, progress_text
+from llm_compiler.serving.runs import (
+    Awaiting,
+    Ended,
+    RunRef,
+    ServedRuns,
+    approval,
+    progress_text,
+)
 from llm_compiler.serving.verdicts import verdict_for
 
 OPENAI_PATH = re.compile(r"^/v1/(?P<api>chat/completions|responses)/?$")
@@ -56,7 +64,7 @@ _ROLES = {
 class Approval(BaseModel):
     """A verdict on a held task, named by its approval id."""
 
-    id: str = Field(min_length=1)
+    approval_id: str = Field(min_length=1)
     action: Literal["approve", "edit", "reject"] = "approve"
     args: dict[str, Any] | None = None
     reason: str = ""
@@ -145,7 +153,7 @@ def _asked(api: str, data: dict[str, Any], workflows: Mapping[str, Any]) -> Aske
     if request.model not in workflows:
         served = ", ".join(sorted(workflows))
         raise BadRequest(404, f"No model {request.model!r}: this server serves {served}.")
-    verdicts = [verdict_for(a.id, a.model_dump()) for a in request.approvals]
+    verdicts = [verdict_for(a.approval_id, a.model_dump()) for a in request.approvals]
     if isinstance(request, ChatRequest):
         question, history = conversation(request.messages)
     elif isinstance(request.input, str):
@@ -188,7 +196,7 @@ class ChatWriter:
     def feed(self, item: Event | Ended | Awaiting) -> list[dict[str, Any]]:
         """The chunks `item` adds."""
         if isinstance(item, Awaiting):
-            self.extra["approvals"] = [_held(r) for r in item.held]
+            self.extra["approvals"] = [approval(r) for r in item.held]
             return self._close(item.message())
         if isinstance(item, Ended):
             if item.answer is None:
@@ -225,15 +233,6 @@ class ChatWriter:
             "usage": self.usage or _chat_usage(None),
             "llm_compiler": self.extra,
         }
-
-
-def _held(request: Any) -> dict[str, Any]:
-    return {
-        "id": request.approval_id,
-        "task_id": request.task_id,
-        "tool": request.tool_name,
-        "args": request.args,
-    }
 
 
 def _chat_usage(ended: Ended | None) -> dict[str, int]:

@@ -101,6 +101,16 @@ class Awaiting:
         return "\n".join(lines)
 
 
+def approval(request: TaskApprovalRequest) -> dict[str, Any]:
+    """A held call as the surfaces list it: its approval id, task, tool and arguments."""
+    return {
+        "approval_id": request.approval_id,
+        "task_id": request.task_id,
+        "tool": request.tool_name,
+        "args": request.args,
+    }
+
+
 def held_call(request: TaskApprovalRequest) -> str:
     """``task 3: pay({"amount": 100})``: a held call as a line of text."""
     args = ", ".join(f"{k}={v!r}" for k, v in request.args.items())
