@@ -56,7 +56,7 @@ async def test_each_workflow_is_a_tool_reporting_progress(overlap):
             )
     finally:
         await stop(task)
-    assert sorted(tools) == ["answer_approval", "compiler"]
+    assert sorted(tools) == ["answer_approval", "await_run", "compiler"]
     assert "fetch" in tools["compiler"].description
     assert list(tools["compiler"].input_schema["properties"]) == ["question"]
     assert not result.is_error and text(result) == ANSWER
@@ -98,6 +98,8 @@ async def test_without_elicitation_the_result_names_the_held_call(paying_url):
             "answer_approval", {"approval_id": approval_id, "action": "reject"}
         )
     assert not held.is_error and "has not finished" in message and "answer_approval" in message
+    assert held.structured_content["status"] == "held"
+    assert held.structured_content["approvals"][0]["approval_id"] == approval_id
     assert bad.is_error and "not an argument of this tool" in text(bad)
     assert not done.is_error and text(done) == ANSWER
     assert "rejected" not in message

@@ -12,8 +12,9 @@ result with one elicitation form per held call (its key is the approval id) and 
 client's retry carries the verdicts; on an older connection with elicitation, each is
 asked with an ``elicitation/create`` request during the call. Verdicts are checked as
 ``POST /events`` checks them; one that does not fit is asked again with the reason. A
-client without elicitation gets a result naming each held call and its approval id, and
-answers with the ``answer_approval`` tool, which returns what the run does next.
+client without elicitation gets a result naming each held call and its approval id (in
+words and as structured content), and answers with the ``answer_approval`` tool, which
+returns what the run does next (or answers elsewhere and waits with ``await_run``).
 """
 
 import json
@@ -24,7 +25,14 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
+from mcp_types import (
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    TextContent,
+)
 from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, Field, ValidationError
 from starlette.routing import BaseRoute
@@ -34,14 +42,23 @@ from workflows.events import Event
 from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.events import CompilerStream, TaskApprovalRequest, TaskApprovalResponse
 from llm_compiler.serving.guard import BadRequest
-from llm_compiler.serving.runs import Awaiting, Ended, RunRef, ServedRuns, held_call, progress_text
+from llm_compiler.serving.runs import (
+    Awaiting,
+    Ended,
+    RunRef,
+    ServedRuns,
+    approval,
+    held_call,
+    progress_text,
+)
 from llm_compiler.serving.verdicts import verdict_for
 
 MCP_PATH = "/mcp"
 #: The protocol version from which a call asks for input by returning ``input_required``.
 INPUT_REQUIRED_VERSION = "2026-07-28"
 ANSWER_TOOL = "answer_approval"
-Reply = str | InputRequiredResult
+AWAIT_TOOL = "await_run"
+Reply = str | InputRequiredResult | CallToolResult
 
 
 class VerdictForm(BaseModel):
@@ -64,7 +81,9 @@ def build_mcp(runs: ServedRuns, max_body: int) -> tuple[MCPServer, list[BaseRout
     )
     for name, workflow in runs.workflows.items():
         tool = _workflow_tool(runs, name)
-        server.add_tool(tool, name=name, description=describe(name, workflow))
+        server.add_tool(
+            tool, name=name, description=describe(name, workflow), structured_output=False
+        )
     server.add_tool(
         _answer_tool(runs),
         name=ANSWER_TOOL,
@@ -73,6 +92,16 @@ def build_mcp(runs: ServedRuns, max_body: int) -> tuple[MCPServer, list[BaseRout
             "edit (args: the arguments that replace the planned ones) or reject (reason). "
             "Returns what the run does next: its answer, or the calls still held."
         ),
+        structured_output=False,
+    )
+    server.add_tool(
+        _await_tool(runs),
+        name=AWAIT_TOOL,
+        description=(
+            "Wait for a held run (run_id and after from its result) to go on once its held "
+            "calls are answered elsewhere; returns its answer, or the calls held next."
+        ),
+        structured_output=False,
     )
     # The app's own guards check hosts and origins, so the SDK's DNS-rebinding check (with
     # its fixed list of local names) stays off; the body limit is the app's.
@@ -129,16 +158,30 @@ def _answer_tool(runs: ServedRuns) -> Callable[..., Any]:
     return answer_approval
 
 
-async def _drive(runs: ServedRuns, ctx: Context, ref: RunRef, after: int) -> Reply:
-    """Follow the run to its answer, asking the client for verdicts while it can; the run
-    is cancelled if the call is (or fails) before the run ends or waits."""
+def _await_tool(runs: ServedRuns) -> Callable[..., Any]:
+    async def await_run(run_id: str, after: int, ctx: Context) -> Reply:
+        """Wait for the run to go on after `after`; returns what it does next."""
+        try:
+            ref, _ = await runs.find(run_id)
+        except BadRequest as e:
+            raise ToolError(e.detail) from None
+        return await _drive(runs, ctx, ref, after, owned=False)
+
+    return await_run
+
+
+async def _drive(
+    runs: ServedRuns, ctx: Context, ref: RunRef, after: int, owned: bool = True
+) -> Reply:
+    """Follow the run to its answer, asking the client for verdicts while it can; an
+    `owned` run is cancelled if the call is (or fails) before the run ends or waits."""
     settled = False
     try:
         reply = await _until_settled(runs, ctx, ref, after)
         settled = True
         return reply
     finally:
-        if not settled:
+        if not settled and owned:
             with anyio.CancelScope(shield=True):
                 await runs.cancel(ref)
 
@@ -152,7 +195,7 @@ async def _until_settled(runs: ServedRuns, ctx: Context, ref: RunRef, after: int
         if _modern(ctx) and _can_elicit(ctx):
             return _input_required(ref, outcome.held, note)
         if not _can_elicit(ctx):
-            return _held_result(outcome)
+            return _held_result(ref, outcome)
         verdicts = [await _elicit(ctx, request, note) for request in outcome.held]
         try:
             ref, after = await runs.answer(verdicts)
@@ -267,8 +310,17 @@ async def _elicit(ctx: Context, request: TaskApprovalRequest, note: str) -> Task
     return verdict_for(request.approval_id, _form(result.data.model_dump()))
 
 
-def _held_result(outcome: Awaiting) -> str:
-    return (
+def _held_result(ref: RunRef, outcome: Awaiting) -> CallToolResult:
+    """The result of a run left waiting for verdicts: in words, and as structured content
+    (``status`` held, ``run_id``, ``after`` for ``await_run``, the ``approvals``)."""
+    text = (
         f"The run has not finished. {outcome.message()}\nUse the {ANSWER_TOOL} tool with the "
         "approval id and the action; it returns the run's answer, or the calls still held."
     )
+    held = {
+        "status": "held",
+        "run_id": ref.run_id,
+        "after": outcome.sequence,
+        "approvals": [approval(r) for r in outcome.held],
+    }
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=held)

@@ -91,6 +91,8 @@ class Awaiting:
     """Only held tasks are left: the run waits for a verdict on each of `held`."""
 
     held: list[TaskApprovalRequest]
+    sequence: int = -1
+    """The sequence of the run's event that said so (follow the run after it)."""
 
     def message(self) -> str:
         """The held calls and their approval ids, in words."""
@@ -251,7 +253,7 @@ def _item(
         held.pop(event.task_id, None)
     elif isinstance(event, AwaitingApproval):
         waiting = [held[t] for t in event.task_ids if t in held]
-        return Awaiting(waiting) if waiting else None
+        return Awaiting(waiting, stored.sequence) if waiting else None
     return event
 
 
