@@ -14,6 +14,7 @@ from llm_compiler import LLMCompilerWorkflow, ToolPolicy
 from llm_compiler.serving import build_app
 
 from .conftest import Overlap, scripted, sse, start_server, stop
+from .test_task_approval import agui
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -84,12 +85,6 @@ async def test_verdicts_for_tasks_not_held_are_refused_with_their_state(overlap)
     assert good.status_code == 200, good.text  # still held after the refused edits
     results = {e["value"]["task_id"]: e["value"] for _, e in rest if e["type"] == "TaskResult"}
     assert results[3]["output"] == "paid 5 to value of alpha" and not results[3]["is_error"]
-
-
-async def agui(c: httpx.AsyncClient, body: dict) -> list[dict]:
-    async with c.stream("POST", "/agui/compiler", json=body) as r:
-        assert r.status_code == 200, await r.aread()
-        return [json.loads(line[6:]) async for line in r.aiter_lines() if line.startswith("data: ")]
 
 
 async def test_an_ag_ui_resume_with_a_bad_edit_is_refused_and_the_task_stays_held(overlap):
