@@ -104,3 +104,13 @@ async def test_bodies_that_are_too_large_or_malformed_get_a_4xx(url):
                     assert path == "/a2a" and "error" in r.json(), (path, body, r.text)
                 else:
                     assert 400 <= r.status_code < 500, (path, body, r.status_code, r.text)
+
+
+async def test_only_a_delete_without_a_body_skips_the_json_type(url):
+    async with httpx.AsyncClient(base_url=url, timeout=20, headers=AUTH) as c:
+        bare = await c.request("DELETE", "/mcp", headers=MCP_HEADERS)
+        typed = await c.request(
+            "DELETE", "/mcp", content=b"x", headers={"content-type": "text/plain"}
+        )
+    assert bare.status_code != 415 and bare.status_code < 500, bare.text
+    assert typed.status_code == 415
