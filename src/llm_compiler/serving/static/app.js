@@ -277,7 +277,8 @@ class Run {
     const held = [...this.tasks.values()].filter((t) => t.state === "held");
     if (!held.length || this.finished) return null;
     const which = held.length === 1 ? `Task ${held[0].id} (${held[0].tool}) waits` : `Tasks ${held.map((t) => t.id).join(", ")} wait`;
-    const rest = this.running > 0 ? "the rest runs on" : "nothing else can run until you answer";
+    const busy = [...this.tasks.values()].some((t) => t.state === "running" || t.state === "waiting");
+    const rest = busy ? "the rest runs on" : "nothing else can run until you answer";
     return `${which} for your approval (click it); ${rest}.`;
   }
 
