@@ -10,8 +10,9 @@ outcome and the joiner's thinking come as reasoning (``reasoning_content`` delta
 chunks; a ``reasoning`` output item of a response).
 
 A run that can go no further without verdicts on held tasks ends the response with a
-message naming each held call and its approval id (also in ``llm_compiler.approvals`` of a
-chat completion, ``metadata.approval_ids`` of a response). A request whose ``approvals``
+message naming each held call and its approval id (also listed under ``approvals`` in the
+``llm_compiler`` member of a chat completion, and in ``metadata.approval_ids`` of a
+response). A request whose ``approvals``
 (``[{"approval_id": ..., "action": "approve" | "edit" | "reject", "args": {...},
 "reason": ...}]``;
 with the ``openai`` client, ``extra_body``) answers them continues that run and streams
