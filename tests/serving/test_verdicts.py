@@ -14,7 +14,7 @@ from llm_compiler import LLMCompilerWorkflow, ToolPolicy
 from llm_compiler.serving import build_app
 
 from .conftest import Overlap, scripted, sse, start_server, stop
-from .test_task_approval import agui
+from .test_task_approval import agui, agui_turn
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -89,15 +89,7 @@ async def test_verdicts_for_tasks_not_held_are_refused_with_their_state(overlap)
 
 async def test_an_ag_ui_resume_with_a_bad_edit_is_refused_and_the_task_stays_held(overlap):
     url, task, _ = await start_server(lambda: build_app({"compiler": paying(overlap)}))
-    turn = {
-        "threadId": "t1",
-        "runId": "r1",
-        "state": {},
-        "messages": [{"id": "m1", "role": "user", "content": "pay?"}],
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-    }
+    turn = agui_turn("pay?")
     try:
         async with httpx.AsyncClient(base_url=url, timeout=20) as c:
             first = await agui(c, turn)
