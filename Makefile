@@ -97,6 +97,7 @@ bench: install
 		echo "WARNING: .venv-langgraph could not be installed; the LangGraph table will be skipped."
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.serving
+	$(BIN)/python -m benchmarks.surfaces
 	$(BIN)/python -m benchmarks.tracing
 	$(BIN)/python -m benchmarks.durable
 	$(BIN)/python -m benchmarks.policies

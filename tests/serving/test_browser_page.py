@@ -55,11 +55,15 @@ async def test_the_page_says_what_happens_and_what_it_shows(browser, overlap, tm
         await page.fill("#question", QUESTION)
         await page.click("#go")
         await asyncio.wait_for(llm._held.wait(), 15)
-        # The planner works: the page says so, and lists the run by its question.
+        # The model reads its prompt (no token yet): the page says so, not "planning" over an
+        # empty box, and lists the run by its question.
         await page.wait_for_function(
-            "document.querySelector('#status').textContent.includes('planning')", timeout=10000
+            "document.querySelector('#status').textContent.includes('reads its prompt')",
+            timeout=10000,
         )
         assert "Connecting" not in await page.text_content("#status")
+        assert "reading its prompt" in await page.text_content("#rounds .reading")
+        await page.screenshot(path=str(tmp_path / "reading.png"), full_page=True)
         await page.wait_for_function(
             f"document.querySelector('#runs').textContent.includes({QUESTION!r})", timeout=10000
         )
@@ -67,7 +71,11 @@ async def test_the_page_says_what_happens_and_what_it_shows(browser, overlap, tm
         assert run_id not in await page.text_content("#runs")
         await page.screenshot(path=str(tmp_path / "planning.png"), full_page=True)
         llm._go.set()
+        await page.wait_for_function(
+            "document.querySelector('#status').textContent.includes('planning')", timeout=10000
+        )
         await page.wait_for_selector("#answer:not([hidden])", timeout=15000)
+        assert await page.locator("#rounds .reading").count() == 0
         await page.wait_for_selector("#costs:not([hidden])", timeout=15000)
         # A long argument is cut on its node, and whole in its tooltip and its details.
         node = page.locator('#dag .node[data-task="1"]')
@@ -79,6 +87,8 @@ async def test_the_page_says_what_happens_and_what_it_shows(browser, overlap, tm
         body = await page.inner_text("body")
         assert body.count("unknown") == 1, body
         assert "Cost: unknown (no price for this model)" in body
+        assert "· 2 LLM calls" in body
+        assert await page.evaluate("plural(1, 'LLM call')") == "1 LLM call"
         path = await page.text_content('#costs [data-stat="critical-path"]')
         assert path.startswith(("Critical path: 1 → 3 (", "Critical path: 2 → 3 ("))
         assert "the chain of tasks that set how long the tools took" in path

@@ -283,6 +283,8 @@ async def test_every_api_route_needs_the_token(overlap):
         ):
             assert (await c.get("/")).status_code == 200  # the page shell holds no data
             assert (await c.get("/static/app.js")).status_code == 200
+            icon = await c.get("/favicon.ico")  # the browser asks for it without the token
+            assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
             handler_id = await start_run(user)
             routes = [
                 ("GET", "/api/info"),

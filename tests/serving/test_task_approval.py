@@ -65,6 +65,19 @@ async def test_a_held_task_is_approved_over_post_events(overlap):
     assert again.status_code in (404, 409)  # answered before: refused
 
 
+def agui_turn(question: str) -> dict:
+    """An AG-UI ``RunAgentInput`` asking `question`."""
+    return {
+        "threadId": "t1",
+        "runId": "r1",
+        "state": {},
+        "messages": [{"id": "m1", "role": "user", "content": question}],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+
+
 async def agui(c: httpx.AsyncClient, body: dict) -> list[dict]:
     async with c.stream("POST", "/agui/compiler", json=body) as r:
         assert r.status_code == 200, await r.aread()
@@ -79,15 +92,7 @@ async def test_a_held_task_is_an_ag_ui_interrupt_the_client_answers(overlap):
         tool_policies={"combine": ToolPolicy(requires_approval=True, side_effect="pure")},
     )
     url, task, _ = await start_server(lambda: build_app({"compiler": wf}))
-    turn = {
-        "threadId": "t1",
-        "runId": "r1",
-        "state": {},
-        "messages": [{"id": "m1", "role": "user", "content": "alpha and beta?"}],
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-    }
+    turn = agui_turn("alpha and beta?")
     try:
         async with httpx.AsyncClient(base_url=url, timeout=20) as c:
             first = await agui(c, turn)

@@ -39,7 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from workflows import Workflow
-from workflows.events import Event, StopEvent
+from workflows.events import StopEvent
 
 from llm_compiler import _upstream
 from llm_compiler.events import (
@@ -54,8 +54,10 @@ from llm_compiler.events import (
     TaskStarted,
     TaskWaiting,
 )
-from llm_compiler.serving.client_events import check_task_verdict
+from llm_compiler.serving import runs
 from llm_compiler.serving.guard import BadRequest, BodyRoute, Checked, field_errors, parsed
+from llm_compiler.serving.runs import FAILED, SHOWN, answer_text
+from llm_compiler.serving.verdicts import check_task_verdict, verdict_for
 
 if TYPE_CHECKING:
     from ag_ui.core import BaseEvent, RunAgentInput
@@ -314,23 +316,6 @@ class AGUITranslator:
         ]
 
 
-#: The events a chat UI is shown, by the type name they are stored under.
-SHOWN: dict[str, type[Event]] = {
-    c.__name__: c
-    for c in (
-        PlanEvent,
-        TaskReady,
-        TaskResult,
-        CompilerStream,
-        ReplanEvent,
-        TaskApprovalRequest,
-        TaskWaiting,
-        TaskStarted,
-        AwaitingApproval,
-    )
-}
-#: Stored terminal events that end a run without an answer.
-FAILED = {"WorkflowFailedEvent", "WorkflowTimedOutEvent", "WorkflowCancelledEvent"}
 #: AG-UI roles kept in the chat history; tool results (without the calls they answer),
 #: reasoning and activity messages are the front-end's, not the conversation's.
 _ROLES = {
@@ -369,25 +354,13 @@ def verdicts_of(run_input: RunAgentInput) -> list[TaskApprovalResponse]:
     ``resolved`` takes the verdict from ``payload`` (default approve), ``cancelled``
     rejects. Every entry must name the same run.
     """
-    from pydantic import ValidationError
 
     verdicts = []
     for entry in run_input.resume or ():
-        run_id, _, rest = entry.interrupt_id.rpartition(":")
-        run_id, _, round = run_id.rpartition(":")
         payload = entry.payload if isinstance(entry.payload, dict) else {}
         if entry.status == "cancelled":
             payload = {"action": "reject", "reason": payload.get("reason") or "cancelled"}
-        try:
-            verdict = TaskApprovalResponse.model_validate(
-                {**payload, "run_id": run_id, "round": round, "task_id": rest}
-            )
-        except ValidationError as e:
-            where = ".".join(str(p) for p in e.errors()[0]["loc"])
-            raise BadRequest(
-                400, f"Invalid resume entry {entry.interrupt_id!r}: {where}."
-            ) from None
-        verdicts.append(verdict)
+        verdicts.append(verdict_for(entry.interrupt_id, payload))
     if len({v.run_id for v in verdicts}) > 1:
         raise BadRequest(400, "The resume entries of one request must answer one run.")
     return verdicts
@@ -424,19 +397,8 @@ def _history(run_input: RunAgentInput, upto: int) -> list[ChatMessage]:
 
 async def start_run(server: WorkflowServer, name: str, turn: ChatTurn) -> tuple[str, str]:
     """Start `turn` on the server's workflow `name` as run-nowait does: (handler id, run id)."""
-    # llama-agents-server 0.8.0 starts runs in process only through its service (the same
-    # call its run-nowait endpoint makes), so the run is persisted and listed like any other.
-    service = _upstream.workflow_service(server)
-    workflow = service.get_workflow(name)
-    if workflow is None:
-        raise BadRequest(404, f"Unknown workflow {name!r}.")
-    start = workflow.start_event_class.model_validate(
-        {"user_msg": turn.question, "chat_history": turn.history}
-    )
-    data = await service.start_workflow(workflow, uuid.uuid4().hex, start_event=start)
-    if data.run_id is None:
-        raise BadRequest(409, f"The run of {name!r} did not start.")
-    return data.handler_id, data.run_id
+    ref = await runs.start_run(server, name, turn.question, turn.history)
+    return ref.handler_id, ref.run_id
 
 
 async def resume_run(
@@ -456,8 +418,9 @@ async def resume_run(
     found = await store.query(HandlerQuery(run_id_in=[run_id]))
     if not found:
         raise BadRequest(404, f"No run {run_id!r} to resume.")
+    workflow = _upstream.workflow_service(server).get_workflow(found[0].workflow_name)
     for verdict in verdicts:
-        await check_task_verdict(store, run_id, verdict)
+        await check_task_verdict(store, workflow, run_id, verdict)
     translator = AGUITranslator(run_input.thread_id, run_input.run_id)
     after = -1
     for stored in await store.query_events(run_id):
@@ -520,25 +483,14 @@ def _translate(translator: AGUITranslator, stored: StoredEvent) -> tuple[list[Ba
         detail = error or envelope.type.removesuffix("Event").removeprefix("Workflow").lower()
         return translator.fail(f"The run ended without an answer: {detail}"), True
     if "StopEvent" in kinds:
-        return translator.translate(StopEvent(result=_answer(envelope.value.get("result")))), True
+        return translator.translate(
+            StopEvent(result=answer_text(envelope.value.get("result")))
+        ), True
     shown = SHOWN.get(envelope.type)
     if shown is None:
         return [], False
     events = translator.translate(shown.model_validate(envelope.value))
     return events, shown is AwaitingApproval and bool(events)
-
-
-def _answer(result: Any) -> str:
-    """The answer text of a stored result (an agent's output is stored as its fields)."""
-    from llama_index.core.agent.workflow import AgentOutput
-    from pydantic import ValidationError
-
-    if isinstance(result, dict) and "response" in result:
-        try:
-            return str(AgentOutput.model_validate(result))
-        except ValidationError:
-            pass
-    return "" if result is None else str(result)
 
 
 AGUI_PATH = re.compile(r"^/agui/(?P<name>[^/]+)/?$")
@@ -586,7 +538,7 @@ def agui_route(server: WorkflowServer, store: AbstractWorkflowStore) -> Route:
                 turn = asked
                 ids = await start_run(server, request.path_params["name"], turn)
         except BadRequest as e:
-            return JSONResponse({"detail": e.detail}, status_code=e.status)
+            return JSONResponse(e.body(), status_code=e.status)
         gone = request.is_disconnected
         stream = agui_events(server, store, turn, ids, gone, translator, after)
         headers = {"x-handler-id": ids[0], "cache-control": "no-cache"}

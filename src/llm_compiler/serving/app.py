@@ -3,8 +3,9 @@
 A parent Starlette app holds our routes (the page in ``static/``; ``/api/info``, what is
 served; ``/api/runs``, runs with their questions, newest first, a page at a time;
 ``/api/runs/{handler_id}``, one of them; ``/api/runs/{handler_id}/mermaid``;
-``/agui/{name}``, AG-UI) and forwards the workflow server's API routes to the server's own
-app, whose CDN-loading UI is left out. A
+``/agui/{name}``, AG-UI; ``/v1/*``, OpenAI-compatible; ``/mcp``, MCP; ``/a2a`` and its
+agent card, A2A) and forwards the workflow server's API routes to the server's own app,
+whose CDN-loading UI is left out. A
 :class:`~llm_compiler.serving.guard.RequestGuard` in front parses and validates every
 request body once (run requests: :mod:`~llm_compiler.serving.start`; events clients send:
 :mod:`~llm_compiler.serving.client_events`; AG-UI inputs: :mod:`~llm_compiler.serving.agui`),
@@ -16,7 +17,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from llm_compiler.engine.state import CompilerState
 from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.events import PlanApprovalResponse
+from llm_compiler.serving.a2a_api import a2a_routes
 from llm_compiler.serving.agui import agui_body_route, agui_route
 from llm_compiler.serving.client_events import events_route
 from llm_compiler.serving.guard import (
@@ -47,8 +49,11 @@ from llm_compiler.serving.guard import (
     Scope,
     Send,
 )
+from llm_compiler.serving.mcp_api import build_mcp
 from llm_compiler.serving.mermaid import to_mermaid
+from llm_compiler.serving.openai_api import openai_body_route, openai_routes
 from llm_compiler.serving.ops import Operations
+from llm_compiler.serving.runs import ServedRuns
 from llm_compiler.serving.security import SecurityGuard, SecurityPolicy
 from llm_compiler.serving.start import AnswerAfterCommit, run_route
 
@@ -155,16 +160,20 @@ def build_app(
         **(info or {}),
     }
     routes = _routes(server, store, payload, compilers, durable)
+    runs = ServedRuns(server, store, workflows)
+    mcp, mcp_routes = build_mcp(runs, max_body)
+    agents = a2a_routes(runs, payload["default"], payload["question"])
     parent = Starlette(
-        routes=[*routes, *_forwarded(server)],
+        routes=[*routes, *openai_routes(runs), *mcp_routes, *agents, *_forwarded(server)],
         middleware=[cors(policy)],
         exception_handlers={Exception: internal_error},
-        lifespan=_lifespan(server),
+        lifespan=_lifespan(server, mcp.session_manager.run),
     )
     checks = [
         run_route(workflows, extras, store),
         agui_body_route(workflows),
         events_route(store, workflows, extras),
+        openai_body_route(workflows),
     ]
     guarded = RequestGuard(AnswerAfterCommit(parent, store), checks, max_body=max_body)
     ops = Operations(workflows, durable)
@@ -185,6 +194,9 @@ def _routes(
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
 
+    async def favicon(request: Request) -> Response:
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
+
     async def api_info(request: Request) -> Response:
         return JSONResponse(payload)
 
@@ -192,7 +204,7 @@ def _routes(
         try:
             limit, before = _page(request)
         except BadRequest as e:
-            return JSONResponse({"detail": e.detail}, status_code=e.status)
+            return JSONResponse(e.body(), status_code=e.status)
         runs, following = await recent_runs(store, names, compilers, limit, before)
         if durable is not None:
             held = await durable.holders([r["run_id"] for r in runs if r["run_id"]])
@@ -216,6 +228,7 @@ def _routes(
 
     return [
         Route("/", index, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
         *([Route("/health", durable_health(durable), methods=["GET"])] if durable else []),
         Route("/api/info", api_info, methods=["GET"]),
         Route("/api/runs", api_runs, methods=["GET"]),
@@ -226,12 +239,17 @@ def _routes(
     ]
 
 
-def _lifespan(server: WorkflowServer) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
-    """The workflow server app's own lifespan (it starts and stops the server's runs)."""
+def _lifespan(
+    server: WorkflowServer, *others: Callable[[], AbstractAsyncContextManager[Any]]
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    """The workflow server app's own lifespan (it starts and stops the server's runs), with
+    `others` (the MCP server's session manager) inside it."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with server.app.router.lifespan_context(server.app):
+        async with server.app.router.lifespan_context(server.app), AsyncExitStack() as stack:
+            for other in others:
+                await stack.enter_async_context(other())
             yield
 
     return lifespan

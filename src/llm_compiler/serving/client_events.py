@@ -5,7 +5,7 @@ forged ``TaskReady`` would run a tool no plan contained. The check in front of t
 server's endpoint accepts only human-response events (``HumanResponseEvent`` subclasses the
 workflow consumes or was registered with, e.g. :class:`~llm_compiler.events.PlanApprovalResponse`),
 checks that a plan approval answers the plan waiting (same run, same round) and a task
-verdict a task of the run's current round with no outcome and no verdict yet, and passes
+verdict a task held for approval now (:mod:`~llm_compiler.serving.verdicts`), and passes
 the event on, re-encoded from the validated object, to the server's endpoint (a validator
 of :class:`~llm_compiler.serving.guard.RequestGuard`).
 """
@@ -21,10 +21,9 @@ from pydantic import ValidationError
 from workflows import Workflow
 from workflows.events import Event, HumanResponseEvent
 
-from llm_compiler.engine.scheduler import task_verdict
-from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import PlanApprovalResponse, TaskApprovalResponse
 from llm_compiler.serving.guard import BadRequest, BodyRoute, Checked, field_errors
+from llm_compiler.serving.verdicts import check_task_verdict, run_state
 
 if TYPE_CHECKING:
     from llama_agents.server import AbstractWorkflowStore
@@ -47,13 +46,18 @@ class ClientEvents:
     Args:
         store: The workflow store (to find the run a handler id names, and its state).
         accepted: Workflow name -> event type name -> type, from :func:`client_event_types`.
+        workflows: The served workflows, by name (a task verdict is checked against its run's).
     """
 
     def __init__(
-        self, store: AbstractWorkflowStore, accepted: Mapping[str, Mapping[str, type[Event]]]
+        self,
+        store: AbstractWorkflowStore,
+        accepted: Mapping[str, Mapping[str, type[Event]]],
+        workflows: Mapping[str, Workflow],
     ) -> None:
         self.store = store
         self.accepted = accepted
+        self.workflows = workflows
 
     async def validate(self, match: re.Match[str], data: dict[str, Any], body: bytes) -> Checked:
         """The event the body sends, and the body to forward (the event, re-encoded)."""
@@ -72,7 +76,8 @@ class ClientEvents:
         if isinstance(event, PlanApprovalResponse):
             await self._check_approval(handler.run_id, event)
         elif isinstance(event, TaskApprovalResponse):
-            await check_task_verdict(self.store, handler.run_id, event)
+            workflow = self.workflows.get(handler.workflow_name)
+            await check_task_verdict(self.store, workflow, handler.run_id, event)
         envelope = {"type": type(event).__name__, "value": event.model_dump(mode="json")}
         step = data.get("step")
         forward = {"event": envelope, **({"step": step} if step else {})}
@@ -113,33 +118,6 @@ class ClientEvents:
             )
 
 
-async def run_state(store: AbstractWorkflowStore, run_id: str | None) -> CompilerState | None:
-    """The saved state of a compiler run, if there is one."""
-    if run_id is None:
-        return None
-    try:
-        state = await store.create_state_store(run_id, CompilerState).get_state()
-    except Exception:  # no state saved yet, or not a compiler's: nothing waits
-        return None
-    return state if isinstance(state, CompilerState) else None
-
-
-async def check_task_verdict(
-    store: AbstractWorkflowStore, run_id: str | None, event: TaskApprovalResponse
-) -> None:
-    """Refuse (409) a verdict that names no task of the run's current round waiting for
-    one: unknown, settled, or answered before. (The scheduler takes a verdict only for a
-    task it holds; this refuses the rest at the door.)"""
-    state = await run_state(store, run_id)
-    task = state.tasks.get(event.task_id) if state is not None else None
-    if state is None or task is None or event.run_id != state.run_id:
-        raise BadRequest(409, f"Run {event.run_id!r} has no task {event.task_id} waiting.")
-    if task.round != event.round or event.task_id in state.outcomes:
-        raise BadRequest(409, f"Task {event.task_id} of round {event.round} is not waiting.")
-    if task_verdict(state, event.task_id) is not None:
-        raise BadRequest(409, f"Task {event.task_id} has its verdict already.")
-
-
 def events_route(
     store: AbstractWorkflowStore,
     workflows: Mapping[str, Workflow],
@@ -147,4 +125,4 @@ def events_route(
 ) -> BodyRoute:
     """The validator of ``POST /events/{handler_id}`` for runs of `workflows`."""
     accepted = {n: client_event_types(w, extras.get(n, ())) for n, w in workflows.items()}
-    return BodyRoute(EVENTS_PATH, ClientEvents(store, accepted).validate)
+    return BodyRoute(EVENTS_PATH, ClientEvents(store, accepted, workflows).validate)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,16 @@ _TOO_DEEP = f"The JSON body is nested deeper than {MAX_JSON_DEPTH} levels."
 
 
 class BadRequest(RequestError):
-    """A request the guard answers itself with `status` and `detail`."""
+    """A request the guard answers itself with `status` and `detail` (and `fields`, more
+    members of the JSON answer, e.g. a task's ``state`` or an edit's field ``errors``)."""
+
+    def __init__(self, status: int, detail: str, fields: Mapping[str, Any] | None = None) -> None:
+        super().__init__(status, detail)
+        self.fields = dict(fields or {})
+
+    def body(self) -> dict[str, Any]:
+        """The JSON answer: ``detail`` and the `fields`."""
+        return {"detail": self.detail, **self.fields}
 
 
 @dataclass(frozen=True)
@@ -83,7 +92,7 @@ class RequestGuard:
         try:
             checked = await self._check(scope["path"], await self._read_body(scope, receive))
         except BadRequest as e:
-            await reply(send, e.status, e.detail)
+            await reply(send, e.status, e.detail, fields=e.fields)
             return
         scope[SCOPE_KEY] = checked.value
         await self.app(scope, replay(checked.body, receive), send)
@@ -186,10 +195,14 @@ def replay(body: bytes, receive: Receive) -> Receive:
 
 
 async def reply(
-    send: Send, status: int, detail: str, extra: list[tuple[bytes, bytes]] | None = None
+    send: Send,
+    status: int,
+    detail: str,
+    extra: list[tuple[bytes, bytes]] | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> None:
-    """Answer with `status` and ``{"detail": detail}``."""
-    payload = json.dumps({"detail": detail}).encode()
+    """Answer with `status` and ``{"detail": detail, **fields}``."""
+    payload = json.dumps({"detail": detail, **(fields or {})}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
     headers += extra or []
     await send({"type": "http.response.start", "status": status, "headers": headers})

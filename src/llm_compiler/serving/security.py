@@ -20,9 +20,9 @@ from llm_compiler.serving.guard import ASGIApp, Receive, Scope, Send, reply
 
 #: Host names that always reach this machine only.
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
-#: Paths anyone may GET: the page shell (it holds no data; everything it shows comes from
-#: the API, which needs the token).
-PUBLIC_PATHS = re.compile(r"^/(static/.*)?$")
+#: Paths anyone may GET: the page shell and its icon (they hold no data; everything the page
+#: shows comes from the API, which needs the token).
+PUBLIC_PATHS = re.compile(r"^/(static/.*|favicon\.ico)?$")
 #: The shortest token accepted (a guessable token is no protection).
 MIN_TOKEN_CHARS = 16
 _STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -208,7 +208,7 @@ class SecurityGuard:
         if not _public(method, {"path": path}):
             if not self.policy.token_matches(headers.get("authorization")):
                 raise Refused(401, "This server needs its token: Authorization: Bearer <token>.")
-        if method in _STATE_CHANGING:
+        if method in _STATE_CHANGING and not _bodiless_delete(method, headers):
             kind = headers.get("content-type", "").split(";")[0].strip().lower()
             if kind != "application/json":
                 raise Refused(
@@ -242,6 +242,13 @@ class SecurityGuard:
             f"Requests from origin {normalized} are not accepted; start the server with "
             f"--allow-origin {normalized} to let that site call it.",
         )
+
+
+def _bodiless_delete(method: str, headers: dict[str, str]) -> bool:
+    """A DELETE without a body (an MCP client ending its session): no form or text POST
+    can forge one, since browsers preflight every cross-site DELETE."""
+    bodiless = headers.get("content-length", "0") == "0" and "transfer-encoding" not in headers
+    return method == "DELETE" and bodiless
 
 
 def _public(method: str, scope: Scope) -> bool:

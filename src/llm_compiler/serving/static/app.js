@@ -52,6 +52,7 @@ function html(tag, attrs = {}, text = null) {
 }
 
 const short = (s, n) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
+const plural = (n, one, many = one + "s") => `${n} ${n === 1 ? one : many}`;
 const now = () => Date.now() / 1000;
 
 // A plan argument as the planner wrote it: {"$ref": 2} is $2, {"$concat": [...]} a template.
@@ -142,6 +143,7 @@ class Run {
       round.text[phase] = box.querySelector("pre");
     }
     round.text[phase].textContent += delta;
+    if (phase === "plan") this.endReading(r);
   }
 
   place(round, col) {
@@ -229,6 +231,7 @@ class Run {
     if (state === "running") this.running += 1;
     task.g.classList.replace(task.state, state);
     task.state = state;
+    if (this.selected === task.id && !$("details").hidden) this.show(task.id); // it follows the task
     this.peak = Math.max(this.peak, this.running);
     $("dag").dataset.peakRunning = this.peak;
     if (this.running > 0 && !this.ticking) this.tick(0);
@@ -267,7 +270,16 @@ class Run {
     Object.assign(task, { approval: v, resolved: v.args, policy: v.policy });
     this.note(task, "⏸ approval");
     this.setState(task, "held");
-    status(`Task ${v.task_id} (${v.tool_name}) waits for your approval; the rest runs on.`);
+  }
+
+  // What the status line says while tasks are held: they, not the plan, are the news.
+  heldStatus() {
+    const held = [...this.tasks.values()].filter((t) => t.state === "held");
+    if (!held.length || this.finished) return null;
+    const which = held.length === 1 ? `Task ${held[0].id} (${held[0].tool}) waits` : `Tasks ${held.map((t) => t.id).join(", ")} wait`;
+    const busy = [...this.tasks.values()].some((t) => t.state === "running" || t.state === "waiting");
+    const rest = busy ? "the rest runs on" : "nothing else can run until you answer";
+    return `${which} for your approval (click it); ${rest}.`;
   }
 
   waiting(v) {
@@ -319,6 +331,7 @@ class Run {
     this.note(task, action === "reject" ? "rejected" : "approved");
     this.setState(task, "planned");
     this.show(task.id);
+    status(this.heldStatus() || `Task ${task.id} ${action === "reject" ? "rejected" : "approved"}; the run goes on.`);
   }
 
   verdictForm(task, body) {
@@ -405,7 +418,7 @@ class Run {
     const y = rows.length * (BAR_H + 6) + 14;
     el("text", { x: LABEL_W, y, class: "gantt-label" }, svg, "0 s");
     el("text", { x: GANTT_W - PAD, y, class: "gantt-label", "text-anchor": "end" }, svg, `${span.toFixed(2)} s`);
-    $("peak").textContent = `· up to ${this.peak} task${this.peak === 1 ? "" : "s"} at once · critical path outlined · hatched: waits`;
+    $("peak").textContent = `· up to ${plural(this.peak, "task")} at once · critical path outlined · hatched: waits`;
   }
 
   span(svg, t, cls, from, to, y, x, title) {
@@ -437,7 +450,7 @@ class Run {
         (path.length > 1 ? "(each needed the result of the one before it; the chain ended last)" : "(one task, which ended last)")
       : "none";
     const items = [
-      ["Tokens", `${fmt(u.prompt_tokens)} in${u.cached_tokens ? ` (${fmt(u.cached_tokens)} cached)` : ""} · ${fmt(u.completion_tokens)} out · ${u.calls || 0} LLM calls`],
+      ["Tokens", `${fmt(u.prompt_tokens)} in${u.cached_tokens ? ` (${fmt(u.cached_tokens)} cached)` : ""} · ${fmt(u.completion_tokens)} out · ${plural(u.calls || 0, "LLM call")}`],
       ["Cost", money(u.cost)],
       ["Time", `LLM ${(summary.llm_seconds || 0).toFixed(2)} s · tools ${(summary.tool_seconds || 0).toFixed(2)} s`],
       ["Critical path", pathText],
@@ -495,6 +508,7 @@ class Run {
       if (v.complete) this.round(v.round).planned = true;
       if (v.complete && !this.relisted) this.relist();
       status(`Round ${v.round}: ${v.complete ? "plan complete" : "planning…"}`);
+      this.endReading(v.round);
     } else if (type === "TaskReady") this.ready(v);
     else if (type === "TaskResult") this.result(v);
     else if (type === "TaskApprovalRequest") this.held(v);
@@ -509,11 +523,37 @@ class Run {
       const prev = this.rounds.get(v.round - 1);
       if (prev && !prev.join) this.nextCol = prev.maxCol + 1;
       this.round(v.round).panel.append(html("p", { class: "reason" }, `Replan: ${v.reason}`));
-      status(`Replanning (round ${v.round})`);
+      this.reading(v.round, `Replanning (round ${v.round})`);
     } else if (type === "RunResumed") this.resumed(v);
     else if (type === "StopEvent") this.finish(answerOf(v.result), v.result && v.result.summary);
     else if (type === "WorkflowFailedEvent" || type === "WorkflowCancelledEvent" || type === "WorkflowTimedOutEvent") this.fail(type, v);
     if (type === "TaskReady" || type === "TaskResult" || type === "StopEvent") this.gantt();
+    const held = this.heldStatus();
+    if (held) status(held);
+  }
+
+  // Before a round's first token the model reads its prompt (instructions, tools, examples,
+  // the question and earlier results): a cold model takes seconds. Say so, with the time it
+  // has taken, until the first token arrives (stream() ends it).
+  reading(r, label) {
+    const round = this.round(r);
+    if (round.planned || round.text.plan) return;
+    const since = Date.now();
+    const say = () => {
+      if (!round.hint || this.finished || page.run !== this) return false;
+      const s = Math.round((Date.now() - since) / 1000);
+      status(`${label}: the model reads its prompt (instructions, tools, examples, the question) before it writes the plan${s >= 2 ? ` · ${s} s` : ""}${s >= 5 ? " (a model's first question takes longest)" : ""}…`);
+      return true;
+    };
+    round.hint = html("p", { class: "muted reading" }, "The planner has not written yet: the model is reading its prompt.");
+    round.panel.append(round.hint);
+    say();
+    const timer = setInterval(() => say() || clearInterval(timer), 1000); // a clock on the page
+  }
+
+  endReading(r) {
+    const round = this.rounds.get(r);
+    if (round && round.hint) round.hint = void round.hint.remove();
   }
 
   // Once a plan is made the run's question is saved: list it (and show it) by its question.
@@ -578,7 +618,7 @@ class Run {
         const r = await fetch(`/events/${encodeURIComponent(this.id)}?after_sequence=${last}`, { signal });
         if (r.status !== 200 || !r.body) break;
         tries = 0;
-        if (!this.handled) status("Round 0: planning…"); // the planner works before any event
+        if (!this.handled) this.reading(0, "Round 0"); // the planner works before any event
         const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
         let buffer = "";
         for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {

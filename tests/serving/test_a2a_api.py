@@ -1,0 +1,142 @@
+"""The served compiler as an A2A agent, with the official ``a2a-sdk`` client: the agent
+card, send, streaming send, get, cancel; a held call as ``input-required`` answered by the
+next message, then ``completed`` with the answer as an artifact."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver
+from a2a.client.client import ClientConfig
+from a2a.client.client_factory import ClientFactory
+from a2a.helpers import get_artifact_text, get_data_parts, new_data_part, new_text_part
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
+
+from llm_compiler.serving import build_app
+from llm_compiler.serving.security import SecurityPolicy
+
+from .conftest import ANSWER, sse, start_server, stop, workflow
+from .test_mcp_api import paying
+
+pytestmark = pytest.mark.timeout(60)
+
+TOKEN = "s3cret-token-0123456789"
+AUTH = {"authorization": f"Bearer {TOKEN}"}
+
+
+def ask(*parts, task_id: str = "", context_id: str = "") -> SendMessageRequest:
+    message = Message(
+        role=Role.ROLE_USER,
+        parts=list(parts),
+        message_id=uuid.uuid4().hex,
+        task_id=task_id,
+        context_id=context_id,
+    )
+    return SendMessageRequest(message=message)
+
+
+async def client_for(http: httpx.AsyncClient, url: str, streaming: bool):
+    card = await A2ACardResolver(httpx_client=http, base_url=url).get_agent_card()
+    return card, ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create(card)
+
+
+def task_of(responses):
+    """The task a send answered with (its last snapshot)."""
+    tasks = [r.task for r in responses if r.HasField("task")]
+    return tasks[-1]
+
+
+async def test_card_send_stream_and_get(overlap):
+    policy = SecurityPolicy.build(token=TOKEN)
+    url, task, _ = await start_server(
+        lambda: build_app({"compiler": workflow(overlap)}, policy=policy)
+    )
+    try:
+        async with httpx.AsyncClient(timeout=30, headers=AUTH) as http:
+            card, client = await client_for(http, url, streaming=False)
+            done = task_of([r async for r in client.send_message(ask(new_text_part("a and b?")))])
+            got = await client.get_task(GetTaskRequest(id=done.id))
+            _, streaming = await client_for(http, url, streaming=True)
+            updates = [r async for r in streaming.send_message(ask(new_text_part("a and b?")))]
+            await client.close()
+            await streaming.close()
+    finally:
+        await stop(task)
+    assert card.capabilities.streaming
+    assert card.supported_interfaces[0].url == f"{url}/a2a"
+    assert card.supported_interfaces[0].protocol_binding == "JSONRPC"
+    assert {s.id for s in card.skills} >= {"compiler", "compiler.fetch", "compiler.combine"}
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert get_artifact_text(done.artifacts[0]) == ANSWER
+    assert got.status.state == TaskState.TASK_STATE_COMPLETED and got.id == done.id
+    statuses = [r.status_update for r in updates if r.HasField("status_update")]
+    texts = [p.text for s in statuses for p in s.status.message.parts]
+    assert "[task 1 fetch done: value of alpha]" in texts
+    assert statuses[-1].status.state == TaskState.TASK_STATE_COMPLETED
+    artifacts = [r.artifact_update for r in updates if r.HasField("artifact_update")]
+    assert get_artifact_text(artifacts[0].artifact) == ANSWER
+
+
+async def test_input_required_is_answered_by_the_next_message(overlap):
+    url, task, _ = await start_server(lambda: build_app({"compiler": paying(overlap)}))
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            _, client = await client_for(http, url, streaming=False)
+            held = task_of([r async for r in client.send_message(ask(new_text_part("pay?")))])
+            (data,) = get_data_parts(held.status.message.parts)
+            (approval,) = data["approvals"]
+
+            async def reply(verdict: dict):
+                request = ask(new_data_part(verdict), task_id=held.id, context_id=held.context_id)
+                return task_of([r async for r in client.send_message(request)])
+
+            typo = await reply({"action": "edit", "args": {"amount": "lots"}})
+            done = await reply(
+                {"approval_id": approval["approval_id"], "action": "edit", "args": {"amount": 5}}
+            )
+            await client.close()
+    finally:
+        await stop(task)
+    assert held.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert approval["tool"] == "pay" and approval["args"]["account"] == "value of alpha"
+    assert approval["approval_id"] in held.status.message.parts[0].text
+    assert typo.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert "amount" in typo.status.message.parts[0].text
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert get_artifact_text(done.artifacts[0]) == ANSWER
+
+
+async def test_cancel_task_cancels_the_run(overlap):
+    overlap.release = asyncio.Event()  # the fetches run until the run is cancelled
+    url, task, _ = await start_server(lambda: build_app({"compiler": workflow(overlap)}))
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            _, streaming = await client_for(http, url, streaming=True)
+            _, client = await client_for(http, url, streaming=False)
+            stream = streaming.send_message(ask(new_text_part("x?")))
+            async for r in stream:
+                update = r.status_update if r.HasField("status_update") else None
+                if update and any("started" in p.text for p in update.status.message.parts):
+                    task_id = update.task_id
+                    break
+            cancelled = await client.cancel_task(CancelTaskRequest(id=task_id))
+            await stream.aclose()
+            (handler,) = (await http.get(f"{url}/handlers")).json()["handlers"]
+            async with httpx.AsyncClient(base_url=url, timeout=20) as h:
+                events = await sse(h, handler["handler_id"])
+            await client.close()
+            await streaming.close()
+    finally:
+        await stop(task)
+    assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    assert events[-1][1]["type"] == "WorkflowCancelledEvent"
