@@ -10,7 +10,9 @@ above its fence:
 * ``<!-- readme-test: llm -->``: it uses the embedded model (``resolve_llm()``), so it
   runs with the real-model tests (``make test``), marked ``llm``;
 * ``<!-- readme-test: skip REASON -->``: not run (it needs a server, OpenAI, ...), and
-  REASON says why; a skip without a reason fails.
+  REASON says why; a skip without a reason fails;
+* ``<!-- snippet: NAME -->``: a client snippet of ``docs/serving.md``, run against a served
+  compiler by ``tests/serving/test_doc_snippets.py`` instead.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ README = ROOT / "README.md"
 #: The README first, then every page of the documentation site.
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 _MARKER = re.compile(r"<!--\s*readme-test:\s*(\w+)\s*(.*?)\s*-->")
+_SNIPPET = re.compile(r"<!--\s*snippet:\s*(\w+)\s*-->")
 _FENCE = re.compile(r"^```python\s*$")
 
 
@@ -60,6 +63,8 @@ def python_blocks(text: str, document: str = "README.md") -> list[Block]:
             j += 1
         marker = _MARKER.search(lines[start - 1]) if start > 0 else None
         mode, reason = ("fast", "") if marker is None else (marker.group(1), marker.group(2))
+        if start > 0 and _SNIPPET.search(lines[start - 1]):
+            mode, reason = "skip", "run against a served compiler by test_doc_snippets.py"
         code = "\n".join(lines[start + 1 : j]) + "\n"
         blocks.append(Block(start + 1, code, mode, reason, document))
         i = j + 1
