@@ -156,6 +156,9 @@ class TaskResult(_FactEvent):
         started_at / finished_at: ``time.time()`` stamps; ``duration`` in seconds.
         attempts: Tries the call took (more than 1 when its policy retried it).
         waited: Seconds the task waited for a slot once ready.
+        cached: The output was served from the result cache (an earlier call's with the
+            same tool, version and arguments); the tool was not called (``attempts`` 0).
+        saved: Seconds the call took when it ran, less what serving it took (cached only).
     """
 
     round: int
@@ -168,6 +171,8 @@ class TaskResult(_FactEvent):
     finished_at: float = 0.0
     attempts: int = 1
     waited: float = 0.0
+    cached: bool = False
+    saved: float = 0.0
 
     @property
     def duration(self) -> float:

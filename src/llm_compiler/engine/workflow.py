@@ -49,6 +49,7 @@ from llm_compiler.dialects.grounding import (
 )
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
+from llm_compiler.engine.cache import CacheStore, ResultCache
 from llm_compiler.engine.dispatch import (
     Calls,
     approval_request,
@@ -138,6 +139,8 @@ class LLMCompilerWorkflow(Workflow):
         timeout: The workflow's own timeout in seconds (None: none).
         tool_context: Passed to tools that take a ``Context`` (default: the run's own).
         system_prompt: Extra instructions put before the planner's and joiner's own.
+        result_cache: Where results of cacheable calls are kept between runs (default:
+            the process's shared memory store; see :mod:`.cache`).
     """
 
     def __init__(
@@ -154,6 +157,7 @@ class LLMCompilerWorkflow(Workflow):
         timeout: float | None = 600.0,
         tool_context: Any = None,
         system_prompt: str | None = None,
+        result_cache: CacheStore | None = None,
         **options: Any,
     ) -> None:
         overrides = split_config(options)
@@ -185,6 +189,7 @@ class LLMCompilerWorkflow(Workflow):
         self._run_tools = RunTools()
         self._calls = Calls()
         self._started_calls = StartedCalls()
+        self._results = ResultCache(result_cache, enabled=self.config.cache_results)
 
     def run(
         self, ctx: Context | None = None, start_event: Any = None, **kwargs: Any
@@ -535,18 +540,21 @@ class LLMCompilerWorkflow(Workflow):
             state.run_id, task.id, task.round, task.tool, task.deps, args, tool
         )
         context = ctx if self.tool_context is None else self.tool_context
+        call = partial(
+            run_task,
+            ready,
+            tool,
+            timeout=self.config.tool_timeout,
+            context=context,
+            max_chars=self.config.max_result_chars,
+            policy=policy,
+            sleep=self.retry_sleep,
+            on_attempt=partial(self._started, ctx, ready, policy.side_effect),
+        )
         with self._runs.tool_call(state.run_id), Active(span):  # the tool's spans nest in it
-            result = await run_task(
-                ready,
-                tool,
-                timeout=self.config.tool_timeout,
-                context=context,
-                max_chars=self.config.max_result_chars,
-                policy=policy,
-                sleep=self.retry_sleep,
-                on_attempt=partial(self._started, ctx, ready, policy.side_effect),
-            )
-        self._tracer.end_task(state.run_id, task.id, result.output, result.is_error, False)
+            result = await self._results.run(state.run_id, ready, tool, policy, call)
+        saved = result.saved if result.cached else None
+        self._tracer.end_task(state.run_id, task.id, result.output, result.is_error, False, saved)
         result.run_id = state.run_id
         ctx.write_event_to_stream(result)
         return result
@@ -763,6 +771,7 @@ class LLMCompilerWorkflow(Workflow):
         self._planner.warm(state, self.run_tools(state.run_id), self._prompt(state))
         self._books.forget(state.run_id)
         self._calls.forget(state.run_id)
+        self._results.forget(state.run_id)
         return self._output(state, answer, direct)
 
     def _output(self, state: CompilerState, answer: str, direct: int | None) -> CompilerOutput:
