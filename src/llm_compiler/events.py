@@ -18,7 +18,7 @@ from typing import Any, Literal
 from llama_index.core.agent.workflow import AgentStream
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import BaseMemory
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field, model_validator
 from workflows.events import Event, HumanResponseEvent, InputRequiredEvent, StartEvent
 
 from llm_compiler.plan import PlanErrorKind, PlanTask, kinds_given
@@ -49,6 +49,10 @@ class _RunEvent(Event):
     """An event of one run; ``run_id`` keeps a cancelled run's late events out of the next."""
 
     run_id: str = ""
+    _data: dict[str, Any] = PrivateAttr(default={})
+    """The event's extra fields, as on every workflows ``Event``; a plain default (each
+    instance gets its own empty dict) rather than ``default_factory=dict``, whose
+    signature pydantic < 2.14 inspects on every construction."""
 
 
 def _event_id() -> str:
@@ -318,6 +322,7 @@ class CompilerStream(AgentStream):
     response: str = Field(default="", exclude=True)
     phase: Literal["plan", "join"] = "plan"
     round: int = 0
+    _data: dict[str, Any] = PrivateAttr(default={})  # see _RunEvent._data
 
 
 class CompiledPlan(BaseModel):

@@ -39,6 +39,7 @@ from workflows import Context, Workflow, step
 from workflows.events import StopEvent
 from workflows.handler import WorkflowHandler
 
+from llm_compiler._upstream import KnownSteps
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config, split_config
 from llm_compiler.dialects.base import DirectAnswer, ForcedJoin, JoinerDecision, PlanDialect
 from llm_compiler.dialects.grounding import (
@@ -117,7 +118,7 @@ class JoinVerdict:
     calls: list[LLMCallUsage]
 
 
-class LLMCompilerWorkflow(Workflow):
+class LLMCompilerWorkflow(KnownSteps, Workflow):
     """The LLMCompiler agent as a LlamaIndex workflow.
 
     ``await wf.run(user_msg=...)`` returns a :class:`~llm_compiler.engine.summary.CompilerOutput`
@@ -580,7 +581,10 @@ class LLMCompilerWorkflow(Workflow):
     ) -> None:
         """Tell the stream a retry of `ev`'s call starts (the first try is its
         ``TaskReady``), then await the runtime's hook and ``before_tool_call`` for every
-        try."""
+        try. No one to tell (a first try, no hooks): no event is built."""
+        runtime_hook = BEFORE_CALL.get()
+        if attempt == 1 and runtime_hook is None and self.before_tool_call is None:
+            return
         started = TaskStarted(
             round=ev.round,
             run_id=ev.run_id,
@@ -595,7 +599,6 @@ class LLMCompilerWorkflow(Workflow):
         )
         if attempt > 1:
             ctx.write_event_to_stream(started)
-        runtime_hook = BEFORE_CALL.get()
         if runtime_hook is not None:
             await runtime_hook(started)
         if self.before_tool_call is not None:
