@@ -295,3 +295,18 @@ def test_property_repeated_cacheable_calls_run_once_at_most_once_always_runs(
             kept |= {c for c in plan if policies[c[0]].cache_ttl and c not in failing}
 
     asyncio.run(both())
+
+
+async def test_serve_no_result_cache_turns_it_off_for_each_compiler():
+    from llm_compiler.cli import apply_tool_policies, parser
+
+    args = parser().parse_args(["serve", "--no-result-cache"])
+    assert args.no_result_cache and not parser().parse_args(["serve"]).no_result_cache
+    tools = Counting()
+    rules = {"t0": ToolPolicy(side_effect="pure")}
+    llm = ScriptedLLM([plan_of([("t0", "a"), ("t0", "a")]), FINISH])
+    wf = LLMCompilerWorkflow(tools=tools.tools(), llm=llm, tool_policies=rules)
+    apply_tool_policies({"compiler": wf}, {}, cache_results=False)
+    assert wf.config.tool_policies == rules  # kept
+    await run(wf)
+    assert tools.calls[("t0", "a")] == 2

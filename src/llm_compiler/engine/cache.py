@@ -136,21 +136,27 @@ class ResultCache:
         self,
         store: CacheStore | None = None,
         *,
-        enabled: bool = True,
         clock: Callable[[], float] = time.time,
         kept: int = RUNS_KEPT,
     ) -> None:
         self.store: CacheStore = PROCESS_CACHE if store is None else store
-        self.enabled, self.clock, self.kept = enabled, clock, kept
+        self.clock, self.kept = clock, kept
         self._runs: OrderedDict[str, dict[str, asyncio.Future[Entry | None]]] = OrderedDict()
 
     async def run(
-        self, run_id: str, ready: TaskReady, tool: BaseTool | None, policy: ToolPolicy, call: Call
+        self,
+        run_id: str,
+        ready: TaskReady,
+        tool: BaseTool | None,
+        policy: ToolPolicy,
+        call: Call,
+        enabled: bool = True,
     ) -> TaskResult:
         """The result of `ready`'s call: served if an equal call ran (in this run, or
-        within its TTL), else made by `call` (and kept if it succeeded)."""
+        within its TTL), else made by `call` (and kept if it succeeded). Not `enabled`:
+        made by `call`."""
         key = None
-        if self.enabled and tool is not None and policy.cacheable:
+        if enabled and tool is not None and policy.cacheable:
             key = cache_key(tool, policy, ready.args)
         if key is None:
             return await call()

@@ -190,7 +190,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         self._run_tools = RunTools()
         self._calls = Calls()
         self._started_calls = StartedCalls()
-        self._results = ResultCache(result_cache, enabled=self.config.cache_results)
+        self._results = ResultCache(result_cache)
 
     def run(
         self, ctx: Context | None = None, start_event: Any = None, **kwargs: Any
@@ -553,7 +553,8 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
             on_attempt=partial(self._started, ctx, ready, policy.side_effect),
         )
         with self._runs.tool_call(state.run_id), Active(span):  # the tool's spans nest in it
-            result = await self._results.run(state.run_id, ready, tool, policy, call)
+            enabled = self.config.cache_results
+            result = await self._results.run(state.run_id, ready, tool, policy, call, enabled)
         saved = result.saved if result.cached else None
         self._tracer.end_task(state.run_id, task.id, result.output, result.is_error, False, saved)
         result.run_id = state.run_id
