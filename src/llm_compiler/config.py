@@ -51,6 +51,10 @@ class CompilerConfig(BaseModel):
         cache_results: Serve a repeated call of a cacheable tool (``pure``, or opted in
             by its policy) from the result cache instead of calling it again (see
             :mod:`llm_compiler.engine.cache`). Off: every call runs.
+        cache_plans: Keep the plan of a run that answered in its first round as a
+            template, and give a new question of the same shape (its other words the
+            same, its names and numbers at the same places) that plan filled with its own
+            values instead of a planner call (see :mod:`llm_compiler.engine.plan_cache`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -73,6 +77,7 @@ class CompilerConfig(BaseModel):
     tool_policies: dict[str, ToolPolicy] | None = None
     task_order: Literal["critical_path", "plan"] = "critical_path"
     cache_results: bool = True
+    cache_plans: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> CompilerConfig:

@@ -96,6 +96,10 @@ class PlanEvent(_FactEvent):
     error_kinds: list[PlanErrorKind] = Field(default_factory=list)
     """The kind of each plan-level error (``no_join``, ``too_many_tasks``, ...), as made."""
 
+    cached: bool = False
+    """The plan was filled from the plan cache (a template of a question of the same
+    shape); no planner call made it."""
+
     def __init__(self, **params: Any) -> None:
         # Read back over HTTP, the counts derived from llm_call are not data of their own.
         for derived in ("prompt_tokens", "completion_tokens"):

@@ -98,6 +98,7 @@ class RunSummary(BaseModel):
             one tool running (overlapping tools count once).
         cached_calls: Tool calls served from the result cache instead of made.
         seconds_saved: The seconds those calls took when they ran, together.
+        planner_calls_saved: Rounds planned from the plan cache instead of the model.
     """
 
     answer: str = ""
@@ -114,6 +115,7 @@ class RunSummary(BaseModel):
     tool_seconds: float = 0.0
     cached_calls: int = 0
     seconds_saved: float = 0.0
+    planner_calls_saved: int = 0
 
     def task(self, task_id: int) -> TaskSummary | None:
         """The task with this id, if any."""
@@ -178,6 +180,7 @@ def summarize(
         tool_seconds=covered((t.started_at, t.finished_at) for t in tasks),
         cached_calls=sum(t.cached for t in tasks),
         seconds_saved=sum(t.saved for t in tasks),
+        planner_calls_saved=sum(r.cached_plan for r in state.rounds),
     )
 
 

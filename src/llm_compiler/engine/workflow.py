@@ -65,6 +65,7 @@ from llm_compiler.engine.dispatch import (
 )
 from llm_compiler.engine.executor import run_task
 from llm_compiler.engine.llm import Metered, default_llm, is_chat, metered_call, require_llm
+from llm_compiler.engine.plan_cache import PlanCache
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.engine.policy import (
     BEFORE_CALL,
@@ -191,6 +192,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         self._calls = Calls()
         self._started_calls = StartedCalls()
         self._results = ResultCache(result_cache)
+        self._plans = PlanCache()
 
     def run(
         self, ctx: Context | None = None, start_event: Any = None, **kwargs: Any
@@ -275,7 +277,9 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         tools = await self._tools(state)
         context = self._planner.context(state, tools, self._prompt(state), self._constrained())
         self._tracer.start_round(state.run_id, state.round)
-        final = await self._planner.plan(ctx, state, tools, context)
+        final = self._from_plan_cache(ctx, state, tools, context)
+        if final is None:
+            final = await self._planner.plan(ctx, state, tools, context)
         ctx.write_event_to_stream(final)
         if state.mode == "run":
             return final  # the scheduler records it, with the planner call that made it
@@ -284,6 +288,22 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         if state.mode == "plan_only":
             return StopEvent(result=compiled(final, rules))
         return approval_request(final, rules)
+
+    def _from_plan_cache(
+        self, ctx: Context[CompilerState], state: CompilerState, tools: ToolSet, context: Any
+    ) -> PlanEvent | None:
+        """The run's first plan filled from a template (``cache_plans``: a fresh question
+        of a shape answered before), its tasks sent to the scheduler; else None."""
+        if not self.config.cache_plans or state.round or state.mode != "run" or state.transcript:
+            return None
+        parse = partial(parse_plan_text, self.dialect, context, tools=tools)
+        rules, name = self._rules(state), self.dialect.name
+        plan = self._plans.plan_for(state.question, tools, rules, name, parse)
+        if plan is None:
+            return None
+        plan = plan.model_copy(update={"run_id": state.run_id})
+        publish(ctx, PlanEvent(round=plan.round, tasks=plan.tasks, run_id=plan.run_id))
+        return plan
 
     async def _hold(self, ctx: Context[CompilerState], plan: PlanEvent, approve: bool) -> None:
         """Record, in one write, a plan no scheduler takes now: the planner call that made
@@ -772,7 +792,10 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
             answer, direct = s.answer, s.direct
             state = s.model_copy()
         # While the run's tools are still known to this process.
-        self._planner.warm(state, self.run_tools(state.run_id), self._prompt(state))
+        tools = self.run_tools(state.run_id)
+        if self.config.cache_plans and tools is not None:
+            self._plans.learn(state, tools, self._rules(state), self.dialect.name)
+        self._planner.warm(state, tools, self._prompt(state))
         self._books.forget(state.run_id)
         self._calls.forget(state.run_id)
         self._results.forget(state.run_id)
