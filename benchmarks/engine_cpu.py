@@ -11,6 +11,9 @@ Usage: ``python -m benchmarks.engine_cpu [--runs N] [--k K] [--profile]``; write
   cloud-like latency model of :mod:`benchmarks.model`) started together on one instance:
   p50 and p95 latency over the critical path a run would take alone, and CPU per run.
 * ``--profile``: pyinstrument over 20 fan-out-50 runs: self time by function, top 25.
+* ``--what-if``: CPU per task again after giving every workflows event class the plain
+  ``_data`` default the project's own events have (what that upstream change would
+  give; the runtime's per-tick state copies stay).
 
 A measurement, not a test: it asserts only that each run answered right. The numbers
 depend on the machine and its load; ``uptime`` is recorded with them.
@@ -133,12 +136,31 @@ async def profile(runs: int = 20) -> str:
     return "\n".join(lines)
 
 
+def plain_event_data() -> int:
+    """Give every loaded workflows ``Event`` class a plain ``_data`` default instead of
+    ``default_factory=dict`` (measurement only: the what-if of an upstream change).
+    Returns how many classes changed."""
+    from pydantic import PrivateAttr
+    from workflows.events import Event
+
+    changed, todo = 0, [Event]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        attr = cls.__private_attributes__.get("_data")
+        if attr is not None and attr.default_factory is not None:
+            cls.__private_attributes__["_data"] = PrivateAttr(default={})  # type: ignore[assignment]
+            changed += 1
+    return changed
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--batches", type=int, default=2)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--what-if", action="store_true")
     args = parser.parse_args()
     load = os.getloadavg()
     report: dict[str, Any] = {
@@ -148,6 +170,11 @@ async def main() -> None:
         "cpu_per_task": await cpu_per_task(args.runs),
         "concurrent": await concurrent(args.k, args.batches),
     }
+    if args.what_if:
+        report["what_if_plain_event_data"] = {
+            "classes_changed": plain_event_data(),
+            **(await cpu_per_task(args.runs)),
+        }
     print(json.dumps(report, indent=2))
     if args.profile:
         print(await profile())
