@@ -170,6 +170,7 @@ async def _serve(args: argparse.Namespace) -> None:
     options: dict[str, Any] = {"durable": durable, "max_runs": args.max_runs, "policy": policy}
     tool_policies = read_tool_policies(args.tool_policies)
     config = {"cache_results": False} if args.no_result_cache else {}
+    config |= {"cache_plans": True} if args.plan_cache else {}
     if args.workflow:
         workflows = apply_tool_policies(load_workflows(args.workflow), tool_policies, **config)
         model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
@@ -338,6 +339,12 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="call every tool again instead of serving a pure tool's repeated call from "
         "the result cache (see docs/caching.md)",
+    )
+    serve.add_argument(
+        "--plan-cache",
+        action="store_true",
+        help="plan a question of a shape answered before from that answer's plan, filled "
+        "with the question's values, without a planner call (see docs/caching.md)",
     )
     serve.add_argument(
         "--prompt-cache",

@@ -123,3 +123,12 @@ async def test_off_by_default():
     await wf.run(user_msg="What is 5 minus 3?")
     out = await wf.run(user_msg="What is 5 minus 3?")
     assert out.summary.planner_calls_saved == 0 and len(llm.calls) == 4
+
+
+def test_serve_plan_cache_turns_it_on_for_each_compiler():
+    from llm_compiler.cli import apply_tool_policies, parser
+
+    assert parser().parse_args(["serve", "--plan-cache"]).plan_cache
+    wf = LLMCompilerWorkflow(tools=Calc().tools(), llm=ScriptedLLM([]))
+    apply_tool_policies({"compiler": wf}, {}, cache_plans=True)
+    assert wf.config.cache_plans

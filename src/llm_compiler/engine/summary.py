@@ -71,6 +71,8 @@ class RoundSummary(BaseModel):
     replan_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
     """Tokens and cost of the round's planner and joiner calls."""
+    cached_plan: bool = False
+    """The plan was filled from the plan cache (no planner call)."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -193,6 +195,7 @@ def round_summary(state: CompilerState, round: int) -> RoundSummary:
         errors=record.errors,
         replan_reason=record.replan_reason,
         usage=state.usage(round),
+        cached_plan=record.cached_plan,
     )
 
 

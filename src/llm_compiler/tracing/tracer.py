@@ -163,6 +163,7 @@ class Tracer:
                 A.ROUND_ERRORS: summary.errors or None,
                 A.ROUND_DECISION: decision,
                 A.REPLAN_REASON: summary.replan_reason,
+                A.ROUND_CACHED_PLAN: getattr(summary, "cached_plan", False) or None,
                 **_usage_attrs(summary.usage),
             }
         )

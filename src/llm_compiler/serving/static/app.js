@@ -489,6 +489,7 @@ class Run {
       for (const t of v.tasks) if (t.tool !== "join") this.addTask(t);
       if (v.complete && v.join_id != null) this.addJoin(v.round, v.join_id);
       if (v.complete && v.errors.length) this.stream(v.round, "plan", "\n[plan errors] " + v.errors.join("; "));
+      if (v.complete && v.cached) this.stream(v.round, "plan", "[from the plan cache: no planner call]\n" + v.text);
       if (v.complete && !v.tasks.some((t) => t.tool !== "join")) {
         const why = v.errors.length ? v.errors.join(" ") : "The planner wrote only join().";
         this.round(v.round).panel.append(html("p", { class: "reason no-tasks" }, `No tasks planned: ${why}`));
