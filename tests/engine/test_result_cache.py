@@ -310,3 +310,30 @@ async def test_serve_no_result_cache_turns_it_off_for_each_compiler():
     assert wf.config.tool_policies == rules  # kept
     await run(wf)
     assert tools.calls[("t0", "a")] == 2
+
+
+async def test_a_sqlite_store_serves_another_workers_result_within_its_ttl(tmp_path):
+    from llm_compiler.engine.cache import Entry
+    from llm_compiler.engine.cache_sqlite import SqliteCacheStore
+
+    path = tmp_path / "runs.db"
+    tools = Counting()
+    found = tool_map(tools.tools())["t0"]
+    rules = {"t0": ToolPolicy(side_effect="pure", cache_ttl=60)}
+    for worker in range(2):  # two stores on one file: two workers
+        with SqliteCacheStore(path) as store:
+            wf = LLMCompilerWorkflow(
+                tools=[found],
+                llm=ScriptedLLM([plan_of([("t0", "a")]), FINISH]),
+                tool_policies=rules,
+                result_cache=store,
+            )
+            out, results = await run(wf)
+            assert results[0].cached == (worker == 1) and results[0].output == "t0(a)"
+    assert tools.calls[("t0", "a")] == 1
+    with SqliteCacheStore(path) as store:
+        await store.put("k", Entry({"x": [1]}, 0.5, 100.0))
+        assert await store.get("k", 99.0) == Entry({"x": [1]}, 0.5, 100.0)
+        assert await store.get("k", 100.0) is None and await store.get("k", 1.0) is None
+        await store.put("bad", Entry({1, 2}, 0.1, 100.0))  # no JSON form: not stored
+        assert await store.get("bad", 1.0) is None
