@@ -101,6 +101,8 @@ bench: install
 	$(BIN)/python -m benchmarks.tracing
 	$(BIN)/python -m benchmarks.durable
 	$(BIN)/python -m benchmarks.policies
+	$(BIN)/python -m benchmarks.engine_cpu
+	$(BIN)/python -m benchmarks.plan_cache
 
 ## Headless Chromium for the live page's browser test (Debian's package; CI runs as root).
 ## Never fatal: without it the browser test is skipped with the reason.

@@ -125,3 +125,33 @@ def test_only_the_upstream_module_reaches_private_upstream_names():
             if PRIVATE.search(line):
                 offenders.append(f"{relative}:{number}: {line.strip()}")
     assert offenders == [], "reach these through llm_compiler._upstream:\n" + "\n".join(offenders)
+
+
+def test_known_steps_are_the_workflows_own_and_follow_add_step():
+    from workflows.decorators import step as step_decorator
+
+    from llm_compiler import LLMCompilerWorkflow
+    from llm_compiler.testing import ScriptedLLM
+
+    assert hasattr(Workflow, "_get_steps") and hasattr(Workflow, "_step_functions_version"), moved(
+        "Workflow._get_steps / _step_functions_version", "llama-index-workflows", "KnownSteps"
+    )
+
+    class Probe(_upstream.KnownSteps, Echo):
+        pass
+
+    def tool(x: str) -> str:
+        """Echo."""
+        return x
+
+    wf = LLMCompilerWorkflow(tools=[tool], llm=ScriptedLLM([]))
+    assert wf._get_steps() == Workflow._get_steps(wf)  # the same steps, bound to wf
+    assert wf._get_steps() == wf._get_steps() and wf._known_steps is not None
+    probe = Probe()
+    assert set(probe._get_steps()) == {"echo"}
+
+    @step_decorator(workflow=Probe)
+    async def extra(ev: StopEvent) -> None:
+        return None
+
+    assert set(probe._get_steps()) == {"echo", "extra"}  # add_step bumped the version

@@ -184,8 +184,10 @@ async def _serve(args: argparse.Namespace) -> None:
         print(f"Runs are kept in {spec.shown} (worker {durable.worker}).", flush=True)  # noqa: T201
     options: dict[str, Any] = {"durable": durable, "max_runs": args.max_runs, "policy": policy}
     tool_policies = read_tool_policies(args.tool_policies)
+    config = {"cache_results": False} if args.no_result_cache else {}
+    config |= {"cache_plans": True} if args.plan_cache else {}
     if args.workflow:
-        workflows = apply_tool_policies(load_workflows(args.workflow), tool_policies)
+        workflows = apply_tool_policies(load_workflows(args.workflow), tool_policies, **config)
         model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
         served = _operated(build_app(workflows, info={"model": model}, **options), args)
         await serve(served, args.host, args.port, on_ready=announce, **how)
@@ -194,7 +196,7 @@ async def _serve(args: argparse.Namespace) -> None:
     timeout = args.mcp_tool_timeout or MCP_TOOL_TIMEOUT
     demo = demo_workflows(args.prompt_cache, args.mcp, timeout)
     async with demo as (workflows, model):
-        workflows = apply_tool_policies(workflows, tool_policies)
+        workflows = apply_tool_policies(workflows, tool_policies, **config)
         served = _operated(build_app(workflows, info={"model": model}, **options), args)
         await serve(served, args.host, args.port, on_ready=announce, **how)
 
@@ -238,15 +240,17 @@ def read_tool_policies(path: str | None) -> dict[str, ToolPolicy]:
 
 
 def apply_tool_policies(
-    workflows: dict[str, Workflow], policies: Mapping[str, ToolPolicy]
+    workflows: dict[str, Workflow], policies: Mapping[str, ToolPolicy], **config: Any
 ) -> dict[str, Workflow]:
-    """`workflows`, each compiler given `policies` (over the ones it has by name)."""
+    """`workflows`, each compiler given `policies` (over the ones it has by name) and the
+    ``CompilerConfig`` fields `config`."""
     from llm_compiler.engine.workflow import LLMCompilerWorkflow
 
-    for workflow in workflows.values() if policies else ():
+    for workflow in workflows.values() if policies or config else ():
         if isinstance(workflow, LLMCompilerWorkflow):
             merged = {**(workflow.config.tool_policies or {}), **policies}
-            workflow.config = workflow.config.model_copy(update={"tool_policies": merged})
+            update = {**config, "tool_policies": merged or workflow.config.tool_policies}
+            workflow.config = workflow.config.model_copy(update=update)
     return workflows
 
 
@@ -393,6 +397,18 @@ def parser() -> argparse.ArgumentParser:
         help='tool policies by tool name, a JSON file {"pay": {"side_effect": "at_most_once", '
         '"requires_approval": true}, "lookup": {"side_effect": "pure", "retry": {"attempts": '
         "3}}} (see ToolPolicy); they replace the policies the tools declare",
+    )
+    serve.add_argument(
+        "--no-result-cache",
+        action="store_true",
+        help="call every tool again instead of serving a pure tool's repeated call from "
+        "the result cache (see docs/caching.md)",
+    )
+    serve.add_argument(
+        "--plan-cache",
+        action="store_true",
+        help="plan a question of a shape answered before from that answer's plan, filled "
+        "with the question's values, without a planner call (see docs/caching.md)",
     )
     serve.add_argument(
         "--prompt-cache",

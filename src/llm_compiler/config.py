@@ -48,6 +48,13 @@ class CompilerConfig(BaseModel):
         task_order: Which ready task gets a free slot first when a limit binds:
             ``critical_path`` (the one with the longest chain of tasks behind it) or
             ``plan`` (the lowest id).
+        cache_results: Serve a repeated call of a cacheable tool (``pure``, or opted in
+            by its policy) from the result cache instead of calling it again (see
+            :mod:`llm_compiler.engine.cache`). Off: every call runs.
+        cache_plans: Keep the plan of a run that answered in its first round as a
+            template, and give a new question of the same shape (its other words the
+            same, its names and numbers at the same places) that plan filled with its own
+            values instead of a planner call (see :mod:`llm_compiler.engine.plan_cache`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -69,6 +76,8 @@ class CompilerConfig(BaseModel):
     prices: dict[str, ModelPrice] | None = None
     tool_policies: dict[str, ToolPolicy] | None = None
     task_order: Literal["critical_path", "plan"] = "critical_path"
+    cache_results: bool = True
+    cache_plans: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> CompilerConfig:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from llama_index.core.agent.workflow import AgentStream
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import BaseMemory
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field, model_validator
 from workflows.events import Event, HumanResponseEvent, InputRequiredEvent, StartEvent
 
 from llm_compiler.plan import PlanErrorKind, PlanTask, kinds_given
@@ -49,6 +49,10 @@ class _RunEvent(Event):
     """An event of one run; ``run_id`` keeps a cancelled run's late events out of the next."""
 
     run_id: str = ""
+    _data: dict[str, Any] = PrivateAttr(default={})
+    """The event's extra fields, as on every workflows ``Event``; a plain default (each
+    instance gets its own empty dict) rather than ``default_factory=dict``, whose
+    signature pydantic < 2.14 inspects on every construction."""
 
 
 def _event_id() -> str:
@@ -91,6 +95,10 @@ class PlanEvent(_FactEvent):
 
     error_kinds: list[PlanErrorKind] = Field(default_factory=list)
     """The kind of each plan-level error (``no_join``, ``too_many_tasks``, ...), as made."""
+
+    cached: bool = False
+    """The plan was filled from the plan cache (a template of a question of the same
+    shape); no planner call made it."""
 
     def __init__(self, **params: Any) -> None:
         # Read back over HTTP, the counts derived from llm_call are not data of their own.
@@ -156,6 +164,9 @@ class TaskResult(_FactEvent):
         started_at / finished_at: ``time.time()`` stamps; ``duration`` in seconds.
         attempts: Tries the call took (more than 1 when its policy retried it).
         waited: Seconds the task waited for a slot once ready.
+        cached: The output was served from the result cache (an earlier call's with the
+            same tool, version and arguments); the tool was not called (``attempts`` 0).
+        saved: Seconds the call took when it ran, less what serving it took (cached only).
     """
 
     round: int
@@ -168,6 +179,8 @@ class TaskResult(_FactEvent):
     finished_at: float = 0.0
     attempts: int = 1
     waited: float = 0.0
+    cached: bool = False
+    saved: float = 0.0
 
     @property
     def duration(self) -> float:
@@ -313,6 +326,7 @@ class CompilerStream(AgentStream):
     response: str = Field(default="", exclude=True)
     phase: Literal["plan", "join"] = "plan"
     round: int = 0
+    _data: dict[str, Any] = PrivateAttr(default={})  # see _RunEvent._data
 
 
 class CompiledPlan(BaseModel):

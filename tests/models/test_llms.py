@@ -155,3 +155,25 @@ def test_the_earlier_resolved_llm_still_starts_and_stops_its_server():
         assert llm.api_base == "http://127.0.0.1:5/v1"
         events.append("body")
     assert events == ["start", "body", "stop"]
+
+
+def test_clients_without_a_server_share_the_processs_one_until_the_last_closes(monkeypatch):
+    """A new client (a new workflow's, a request handler's) talks to the server an earlier
+    one started, so llama.cpp's prompt cache serves it; it stops with the last close."""
+    events: list[str] = []
+    shared = llms._SharedServer()
+    shared._server = FakeServer(events)  # type: ignore[assignment]
+    monkeypatch.setattr(llms, "_SHARED", shared)
+    monkeypatch.setattr(OpenAILike, "complete", lambda self, prompt, **kw: self.api_base)
+    first, second = llms.embedded_llm(), llms.embedded_llm()
+    assert first.server is second.server
+    assert first.complete("a") == second.complete("b") == "http://127.0.0.1:6/v1"
+    assert events == ["start"]  # started once, for both
+    first.close()
+    assert events == ["start"]  # the second still uses it
+    assert second.complete("c") == "http://127.0.0.1:6/v1"
+    second.close()
+    assert events == ["start", "stop"]
+    assert first.complete("again") and events == ["start", "stop", "start"]  # used again
+    first.close()
+    assert events[-1] == "stop"

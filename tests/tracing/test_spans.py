@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from llm_compiler import LLMCompilerWorkflow
+from llm_compiler import LLMCompilerWorkflow, ToolPolicy
+from llm_compiler.engine.cache import MemoryCache
 from llm_compiler.testing import ScriptedLLM
 from llm_compiler.tracing import ModelPrice
 
@@ -255,3 +256,44 @@ async def test_a_run_resumed_from_a_snapshot_is_traced_under_its_new_run(exporte
     assert all(tree.parent(t) is run for t in tasks)
     assert tree.parent(tree.one("llm_compiler.joiner")) is run
     assert not wf._tracer._runs
+
+
+async def test_a_call_served_from_the_result_cache_says_so_on_its_span(exporter):
+    async def lookup(q: str) -> str:
+        """Look q up."""
+        return f"found {q}"
+
+    plan = '1. lookup("a")\n2. lookup("a")\n3. join()<END_OF_PLAN>'
+    wf = LLMCompilerWorkflow(
+        tools=[lookup],
+        llm=ScriptedLLM([plan, FINISH]),
+        tool_policies={"lookup": ToolPolicy(side_effect="pure")},
+        result_cache=MemoryCache(),
+    )
+    await wf.run(user_msg="a twice")
+    tree = Tree(exporter.get_finished_spans())
+    spans = tree.named("execute_tool")
+    cached = [s for s in spans if tree.attr(s, "llm_compiler.task.cached")]
+    assert len(spans) == 2 and len(cached) == 1
+    assert tree.attr(cached[0], "llm_compiler.task.saved_seconds") >= 0
+    assert tree.attr(cached[0], "gen_ai.tool.call.result") == "found a"
+    assert not tree.children(cached[0], "FunctionTool.acall")  # the tool was not called
+
+
+async def test_a_round_planned_from_the_plan_cache_says_so_on_its_span(exporter):
+    def subtract(a: int, b: int) -> int:
+        """a - b."""
+        return a - b
+
+    plan = "1. subtract(a=5, b=3)\n2. join()<END_OF_PLAN>"
+    wf = LLMCompilerWorkflow(tools=[subtract], llm=ScriptedLLM([plan, FINISH, FINISH]))
+    wf.config = wf.config.model_copy(update={"cache_plans": True})
+    await wf.run(user_msg="What is 5 minus 3?")
+    exporter.clear()
+    out = await wf.run(user_msg="What is 9 minus 4?")
+    assert out.summary.rounds[0].cached_plan and out.summary.planner_calls_saved == 1
+    tree = Tree(exporter.get_finished_spans())
+    (round,) = tree.named("llm_compiler.round")
+    assert tree.attr(round, "llm_compiler.round.cached_plan") is True
+    assert not tree.children(round, "llm_compiler.planner")  # no planner call
+    assert tree.children(round, "llm_compiler.joiner")

@@ -416,7 +416,7 @@ def with_facts(state: CompilerState, facts: Facts, plan: PlanEvent | None) -> Co
         if plan is not None and plan.round == round:
             record.text, record.thoughts = plan.text, plan.thoughts
             record.errors, record.join_id = plan.errors, plan.join_id
-            record.complete = True
+            record.complete, record.cached_plan = True, plan.cached
             if plan.llm_call is not None:
                 update["llm_calls"] = [*state.llm_calls, plan.llm_call]
         rounds[round] = record

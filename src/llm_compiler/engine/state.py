@@ -39,6 +39,8 @@ class RoundState(BaseModel):
     complete: bool = False
     joiner_thought: str | None = None
     replan_reason: str | None = None
+    cached_plan: bool = False
+    """The round's plan came from the plan cache (no planner call)."""
 
 
 class TaskVerdict(BaseModel):

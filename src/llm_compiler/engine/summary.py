@@ -30,6 +30,8 @@ class TaskSummary(BaseModel):
             ``not_run`` (the run ended first).
         output: The tool's result, or the error message.
         started_at / finished_at: ``time.time()`` stamps (0 when it never ran).
+        cached: Its output was served from the result cache (the tool was not called).
+        saved: Seconds the cache saved it (cached only).
     """
 
     id: int
@@ -41,6 +43,8 @@ class TaskSummary(BaseModel):
     output: Any = None
     started_at: float = 0.0
     finished_at: float = 0.0
+    cached: bool = False
+    saved: float = 0.0
 
     @property
     def duration(self) -> float:
@@ -54,6 +58,7 @@ class TaskSummary(BaseModel):
         if result is not None:
             view.status, view.output = result.status, result.output
             view.started_at, view.finished_at = result.started_at, result.finished_at
+            view.cached, view.saved = result.cached, result.saved
         return view
 
 
@@ -66,6 +71,8 @@ class RoundSummary(BaseModel):
     replan_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
     """Tokens and cost of the round's planner and joiner calls."""
+    cached_plan: bool = False
+    """The plan was filled from the plan cache (no planner call)."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -91,6 +98,9 @@ class RunSummary(BaseModel):
         llm_calls: Each planner and joiner call: tokens, cost, timing.
         llm_seconds / tool_seconds: Wall-clock seconds in LLM calls, and with at least
             one tool running (overlapping tools count once).
+        cached_calls: Tool calls served from the result cache instead of made.
+        seconds_saved: The seconds those calls took when they ran, together.
+        planner_calls_saved: Rounds planned from the plan cache instead of the model.
     """
 
     answer: str = ""
@@ -105,6 +115,9 @@ class RunSummary(BaseModel):
     llm_calls: list[LLMCallUsage] = Field(default_factory=list)
     llm_seconds: float = 0.0
     tool_seconds: float = 0.0
+    cached_calls: int = 0
+    seconds_saved: float = 0.0
+    planner_calls_saved: int = 0
 
     def task(self, task_id: int) -> TaskSummary | None:
         """The task with this id, if any."""
@@ -167,6 +180,9 @@ def summarize(
         llm_calls=state.llm_calls,
         llm_seconds=covered((c.started_at, c.finished_at) for c in state.llm_calls),
         tool_seconds=covered((t.started_at, t.finished_at) for t in tasks),
+        cached_calls=sum(t.cached for t in tasks),
+        seconds_saved=sum(t.saved for t in tasks),
+        planner_calls_saved=sum(r.cached_plan for r in state.rounds),
     )
 
 
@@ -179,6 +195,7 @@ def round_summary(state: CompilerState, round: int) -> RoundSummary:
         errors=record.errors,
         replan_reason=record.replan_reason,
         usage=state.usage(round),
+        cached_plan=record.cached_plan,
     )
 
 

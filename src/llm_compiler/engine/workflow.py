@@ -39,6 +39,7 @@ from workflows import Context, Workflow, step
 from workflows.events import StopEvent
 from workflows.handler import WorkflowHandler
 
+from llm_compiler._upstream import KnownSteps
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config, split_config
 from llm_compiler.dialects.base import DirectAnswer, ForcedJoin, JoinerDecision, PlanDialect
 from llm_compiler.dialects.grounding import (
@@ -49,6 +50,7 @@ from llm_compiler.dialects.grounding import (
 )
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
+from llm_compiler.engine.cache import CacheStore, ResultCache
 from llm_compiler.engine.dispatch import (
     Calls,
     approval_request,
@@ -64,6 +66,7 @@ from llm_compiler.engine.dispatch import (
 )
 from llm_compiler.engine.executor import run_task
 from llm_compiler.engine.llm import Metered, default_llm, is_chat, metered_call, require_llm
+from llm_compiler.engine.plan_cache import PlanCache
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.engine.policy import (
     BEFORE_CALL,
@@ -124,7 +127,7 @@ class JoinVerdict:
     calls: list[LLMCallUsage]
 
 
-class LLMCompilerWorkflow(Workflow):
+class LLMCompilerWorkflow(KnownSteps, Workflow):
     """The LLMCompiler agent as a LlamaIndex workflow.
 
     ``await wf.run(user_msg=...)`` returns a :class:`~llm_compiler.engine.summary.CompilerOutput`
@@ -148,6 +151,8 @@ class LLMCompilerWorkflow(Workflow):
         timeout: The workflow's own timeout in seconds (None: none).
         tool_context: Passed to tools that take a ``Context`` (default: the run's own).
         system_prompt: Extra instructions put before the planner's and joiner's own.
+        result_cache: Where results of cacheable calls are kept between runs (default:
+            the process's shared memory store; see :mod:`.cache`).
     """
 
     def __init__(
@@ -164,6 +169,7 @@ class LLMCompilerWorkflow(Workflow):
         timeout: float | None = 600.0,
         tool_context: Any = None,
         system_prompt: str | None = None,
+        result_cache: CacheStore | None = None,
         **options: Any,
     ) -> None:
         overrides = split_config(options)
@@ -195,6 +201,8 @@ class LLMCompilerWorkflow(Workflow):
         self._run_tools = RunTools()
         self._calls = Calls()
         self._started_calls = StartedCalls()
+        self._results = ResultCache(result_cache)
+        self._plans = PlanCache()
 
     def run(
         self, ctx: Context | None = None, start_event: Any = None, **kwargs: Any
@@ -285,7 +293,9 @@ class LLMCompilerWorkflow(Workflow):
         tools = await self._tools(state)
         context = self._planner.context(state, tools, self._prompt(state), self._constrained())
         self._tracer.start_round(state.run_id, state.round)
-        final = await self._planner.plan(ctx, state, tools, context)
+        final = self._from_plan_cache(ctx, state, tools, context)
+        if final is None:
+            final = await self._planner.plan(ctx, state, tools, context)
         ctx.write_event_to_stream(final)
         if state.mode == "run":
             return final  # the scheduler records it, with the planner call that made it
@@ -294,6 +304,22 @@ class LLMCompilerWorkflow(Workflow):
         if state.mode == "plan_only":
             return StopEvent(result=compiled(final, rules))
         return approval_request(final, rules)
+
+    def _from_plan_cache(
+        self, ctx: Context[CompilerState], state: CompilerState, tools: ToolSet, context: Any
+    ) -> PlanEvent | None:
+        """The run's first plan filled from a template (``cache_plans``: a fresh question
+        of a shape answered before), its tasks sent to the scheduler; else None."""
+        if not self.config.cache_plans or state.round or state.mode != "run" or state.transcript:
+            return None
+        parse = partial(parse_plan_text, self.dialect, context, tools=tools)
+        rules, name = self._rules(state), self.dialect.name
+        plan = self._plans.plan_for(state.question, tools, rules, name, parse)
+        if plan is None:
+            return None
+        plan = plan.model_copy(update={"run_id": state.run_id})
+        publish(ctx, PlanEvent(round=plan.round, tasks=plan.tasks, run_id=plan.run_id))
+        return plan
 
     async def _hold(self, ctx: Context[CompilerState], plan: PlanEvent, approve: bool) -> None:
         """Record, in one write, a plan no scheduler takes now: the planner call that made
@@ -546,20 +572,25 @@ class LLMCompilerWorkflow(Workflow):
             state.run_id, task.id, task.round, task.tool, task.deps, args, tool
         )
         context = ctx if self.tool_context is None else self.tool_context
+        call = partial(
+            run_task,
+            ready,
+            tool,
+            timeout=self.config.tool_timeout,
+            context=context,
+            max_chars=self.config.max_result_chars,
+            policy=policy,
+            sleep=self.retry_sleep,
+            on_attempt=partial(self._started, ctx, ready, policy.side_effect),
+        )
         with self._runs.tool_call(state.run_id), Active(span):  # the tool's spans nest in it
-            result = await run_task(
-                ready,
-                tool,
-                timeout=self.config.tool_timeout,
-                context=context,
-                max_chars=self.config.max_result_chars,
-                policy=policy,
-                sleep=self.retry_sleep,
-                on_attempt=partial(self._started, ctx, ready, policy.side_effect),
-            )
-        self._tracer.end_task(state.run_id, task.id, result.output, result.is_error, False)
-        seconds = result.finished_at - result.started_at
-        record_task(task.tool, policy.side_effect, seconds, result.is_error, result.attempts)
+            enabled = self.config.cache_results
+            result = await self._results.run(state.run_id, ready, tool, policy, call, enabled)
+        saved = result.saved if result.cached else None
+        self._tracer.end_task(state.run_id, task.id, result.output, result.is_error, False, saved)
+        if not result.cached:
+            seconds = result.finished_at - result.started_at
+            record_task(task.tool, policy.side_effect, seconds, result.is_error, result.attempts)
         result.run_id = state.run_id
         ctx.write_event_to_stream(result)
         return result
@@ -586,7 +617,10 @@ class LLMCompilerWorkflow(Workflow):
     ) -> None:
         """Tell the stream a retry of `ev`'s call starts (the first try is its
         ``TaskReady``), then await the runtime's hook and ``before_tool_call`` for every
-        try."""
+        try. No one to tell (a first try, no hooks): no event is built."""
+        runtime_hook = BEFORE_CALL.get()
+        if attempt == 1 and runtime_hook is None and self.before_tool_call is None:
+            return
         started = TaskStarted(
             round=ev.round,
             run_id=ev.run_id,
@@ -601,7 +635,6 @@ class LLMCompilerWorkflow(Workflow):
         )
         if attempt > 1:
             ctx.write_event_to_stream(started)
-        runtime_hook = BEFORE_CALL.get()
         if runtime_hook is not None:
             await runtime_hook(started)
         if self.before_tool_call is not None:
@@ -774,9 +807,13 @@ class LLMCompilerWorkflow(Workflow):
             answer, direct = s.answer, s.direct
             state = s.model_copy()
         # While the run's tools are still known to this process.
-        self._planner.warm(state, self.run_tools(state.run_id), self._prompt(state))
+        tools = self.run_tools(state.run_id)
+        if self.config.cache_plans and tools is not None:
+            self._plans.learn(state, tools, self._rules(state), self.dialect.name)
+        self._planner.warm(state, tools, self._prompt(state))
         self._books.forget(state.run_id)
         self._calls.forget(state.run_id)
+        self._results.forget(state.run_id)
         return self._output(state, answer, direct)
 
     def _output(self, state: CompilerState, answer: str, direct: int | None) -> CompilerOutput:

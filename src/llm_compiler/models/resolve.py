@@ -27,6 +27,7 @@ import asyncio
 import functools
 import os
 import threading
+import weakref
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
@@ -142,11 +143,15 @@ def _lazy_embedded_class() -> type[Any]:  # noqa: C901 - one short override per 
 
         source: ClassVar[str] = "local"
         _server: LocalLLMServer = PrivateAttr()
-        _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+        _lock: threading.Lock = PrivateAttr()
+        _shared: _SharedServer | None = PrivateAttr(default=None)
 
-        def __init__(self, server: LocalLLMServer, **kwargs: Any) -> None:
+        def __init__(
+            self, server: LocalLLMServer, shared: _SharedServer | None = None, **kwargs: Any
+        ) -> None:
             super().__init__(**local_llm_options("http://127.0.0.1:0/v1", server.n_ctx, kwargs))
-            self._server = server
+            self._server, self._shared = server, shared
+            self._lock = _start_lock(server)  # one per server: clients sharing it start it once
 
         @property
         def description(self) -> str:
@@ -160,18 +165,25 @@ def _lazy_embedded_class() -> type[Any]:  # noqa: C901 - one short override per 
         def ensure_started(self) -> None:
             """Start the server unless it runs (blocks until it listens)."""
             with self._lock:
+                if self._shared is not None:
+                    self._shared.use(self)
                 if not self._server.running:
                     self._server.start()
+                if getattr(self, "api_base", None) != self._server.base_url:
                     self.api_base = self._server.base_url
                     self._client = self._aclient = None  # clients of an earlier server
 
         def close(self) -> None:
+            """Stop the server (a shared one once no open client of it is left)."""
             with self._lock:
-                self._server.stop()
+                if self._shared is None or self._shared.release(self):
+                    self._server.stop()
 
         async def aclose(self) -> None:
             if self._server.running:  # stopping waits for the process: not on the loop
                 await asyncio.to_thread(self.close)
+            elif self._shared is not None:
+                self._shared.release(self)  # nothing to stop: only counted closed
 
         def died(self, error: Exception) -> LocalServerExited | None:
             """The server's death behind `error`, if the server died on its own."""
@@ -269,13 +281,60 @@ def resolve_llm(model: str | None = None) -> Resolved:
 
 
 def embedded_llm(server: LocalLLMServer | None = None, **kwargs: Any) -> Resolved:
-    """The embedded model on `server` (a default one when None), started on first use.
+    """The embedded model on `server`, started on first use.
 
-    A server that dies is named in the error of the call it broke
-    (:class:`~llm_compiler.errors.LocalServerExited`), and the next call starts a fresh one.
-    `kwargs` override the client settings (see ``local_llm_options``).
+    Without `server`, every client of the process shares one default server, so a new
+    workflow (or a new client, as a request handler or a script's function makes one)
+    finds the planner's prompt that an earlier one left evaluated in llama.cpp's cache;
+    ``close()`` stops it when no open client of it is left. A server that dies is named
+    in the error of the call it broke (:class:`~llm_compiler.errors.LocalServerExited`),
+    and the next call starts a fresh one. `kwargs` override the client settings (see
+    ``local_llm_options``).
     """
-    return _classes()["local"](server or LocalLLMServer(), **kwargs)  # type: ignore[no-any-return]
+    local = _classes()["local"]
+    if server is not None:
+        return local(server, **kwargs)  # type: ignore[no-any-return]
+    client = local(_SHARED.server, _SHARED, **kwargs)
+    _SHARED.use(client)
+    return client  # type: ignore[no-any-return]
+
+
+class _SharedServer:
+    """The process's default embedded server and its open clients (by id)."""
+
+    def __init__(self) -> None:
+        self._server: LocalLLMServer | None = None
+        self._open: set[int] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def server(self) -> LocalLLMServer:
+        with self._lock:
+            if self._server is None:
+                self._server = LocalLLMServer()
+            return self._server
+
+    def use(self, client: object) -> None:
+        """Count `client` as open (again, if it was closed and is used now)."""
+        with self._lock:
+            self._open.add(id(client))
+
+    def release(self, client: object) -> bool:
+        """Count `client` as closed; whether no open client is left."""
+        with self._lock:
+            self._open.discard(id(client))
+            return not self._open
+
+
+_SHARED = _SharedServer()
+_START_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_START_LOCKS_GUARD = threading.Lock()
+
+
+def _start_lock(server: Any) -> threading.Lock:
+    """The lock under which clients of `server` start and stop it."""
+    with _START_LOCKS_GUARD:
+        return _START_LOCKS.setdefault(server, threading.Lock())
 
 
 class ResolvedLLM:

@@ -28,7 +28,7 @@ import string
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from llm_compiler.errors import ConfigurationError
 
@@ -86,6 +86,14 @@ class ToolPolicy(BaseModel):
             MCP server's tools: ``{"mcp:weather": 2}``; the smallest declared wins).
         retry: The retry policy (by default, no retry).
         timeout: Seconds per try (None: the run's ``tool_timeout``).
+        cache: Whether a call's result may be served again instead of calling the tool
+            (None: for ``pure`` tools only; True also for an ``idempotent`` one; never for
+            ``at_most_once``). Within a run the same call then runs once; see
+            :mod:`llm_compiler.engine.cache`.
+        cache_ttl: Seconds a result is also served to later runs (None: within its own
+            run only).
+        version: The tool's version, part of every cache key: change it when the tool
+            starts answering the same call differently.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -98,6 +106,9 @@ class ToolPolicy(BaseModel):
     limits: dict[str, int] = Field(default_factory=dict)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     timeout: float | None = Field(default=None, gt=0)
+    cache: bool | None = None
+    cache_ttl: float | None = Field(default=None, gt=0)
+    version: str = ""
 
     @field_validator("limits")
     @classmethod
@@ -106,6 +117,22 @@ class ToolPolicy(BaseModel):
         if bad:
             raise ValueError(f"limits must be at least 1 (not for {', '.join(bad)})")
         return limits
+
+    @model_validator(mode="after")
+    def _cache_fits_the_side_effect(self) -> ToolPolicy:
+        if self.side_effect == "at_most_once" and (self.cache or self.cache_ttl is not None):
+            raise ValueError("an at_most_once tool's results are never served from a cache")
+        if self.side_effect == "idempotent" and self.cache_ttl is not None and not self.cache:
+            raise ValueError("cache_ttl on an idempotent tool needs cache=True")
+        return self
+
+    @property
+    def cacheable(self) -> bool:
+        """Whether a call's result may be served again: a ``pure`` tool's unless ``cache``
+        is False, an ``idempotent`` one's only if ``cache`` is True."""
+        if self.side_effect == "pure":
+            return self.cache is not False
+        return self.side_effect == "idempotent" and self.cache is True
 
     @property
     def attempts(self) -> int:

@@ -164,6 +164,7 @@ class Tracer:
                 A.ROUND_ERRORS: summary.errors or None,
                 A.ROUND_DECISION: decision,
                 A.REPLAN_REASON: summary.replan_reason,
+                A.ROUND_CACHED_PLAN: getattr(summary, "cached_plan", False) or None,
                 **_usage_attrs(summary.usage),
             }
         )
@@ -275,13 +276,23 @@ class Tracer:
         return span
 
     def end_task(
-        self, run_id: str, task_id: int, output: Any, is_error: bool, skipped: bool
+        self,
+        run_id: str,
+        task_id: int,
+        output: Any,
+        is_error: bool,
+        skipped: bool,
+        cached: float | None = None,
     ) -> None:
-        """Close a task's span: its output, or its error (status error) or why it was skipped."""
+        """Close a task's span: its output, or its error (status error) or why it was
+        skipped; `cached`: the output was served from the result cache, saving that many
+        seconds."""
         spans = self._spans(run_id)
         span = spans.tasks.pop(task_id, None) if spans is not None else None
         if span is None:
             return
+        if cached is not None:
+            span.set({A.TASK_CACHED: True, A.TASK_SAVED: cached})
         if skipped:
             span.set({A.TASK_STATUS: "skipped", A.SKIPPED_REASON: output})
             span.end(result=output)

@@ -352,8 +352,9 @@ class Run {
   result(v) {
     const task = this.tasks.get(v.task_id);
     if (!task) return;
-    Object.assign(task, { output: v.output, started: v.started_at, finished: v.finished_at, attempts: v.attempts, approval: null });
+    Object.assign(task, { output: v.output, started: v.started_at, finished: v.finished_at, attempts: v.attempts, cached: v.cached ? v.saved || 0 : null, approval: null });
     if (v.attempts > 1) this.note(task, `${v.attempts} tries`);
+    if (v.cached) this.note(task, `cached, saved ${(v.saved || 0).toFixed(2)} s`);
     if (v.finished_at) this.skew = v.finished_at - now();
     this.setState(task, v.skipped ? "skipped" : v.is_error ? "error" : "done");
     this.critical();
@@ -476,6 +477,7 @@ class Run {
       ["Resource keys", t.keys && t.keys.length ? t.keys.join(", ") : null],
       ["Waits for", t.state === "waiting" ? t.slot : null],
       ["Waited for a slot", t.waited ? `${t.waited.toFixed(3)} s` : null],
+      ["Result cache", t.cached === null || t.cached === undefined ? null : `served from the cache (the tool was not called), saved ${t.cached.toFixed(3)} s`],
       ["Attempts", t.attempt && t.attempt.attempts > 1 ? `${t.attempts || t.attempt.attempt} of ${t.attempt.attempts}${t.attempt.error ? ` (last error: ${t.attempt.error})` : ""}` : null],
     ];
     const body = $("d-body");
@@ -500,6 +502,7 @@ class Run {
       for (const t of v.tasks) if (t.tool !== "join") this.addTask(t);
       if (v.complete && v.join_id != null) this.addJoin(v.round, v.join_id);
       if (v.complete && v.errors.length) this.stream(v.round, "plan", "\n[plan errors] " + v.errors.join("; "));
+      if (v.complete && v.cached) this.stream(v.round, "plan", "[from the plan cache: no planner call]\n" + v.text);
       if (v.complete && !v.tasks.some((t) => t.tool !== "join")) {
         const why = v.errors.length ? v.errors.join(" ") : "The planner wrote only join().";
         this.round(v.round).panel.append(html("p", { class: "reason no-tasks" }, `No tasks planned: ${why}`));
