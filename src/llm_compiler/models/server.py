@@ -253,7 +253,11 @@ class LocalLLMServer:
             return None
 
     def exited_error(self, returncode: int, when: str = "while serving") -> LocalServerExited:
-        """The error that names the dead server, how it died and what it printed last."""
+        """The error that names the dead server, how it died and what it printed last
+        (blocks briefly: its reader drains what the dead process wrote)."""
+        reader = self._reader
+        if reader is not None and reader is not threading.current_thread():
+            reader.join(_EXIT_GRACE)  # the process is gone: its output ends at once
         tail = "\n".join(list(self._tail)[-_QUOTED_LINES:])
         crashed = returncode < 0 or returncode > 128
         hint = (
