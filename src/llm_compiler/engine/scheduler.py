@@ -29,6 +29,7 @@ from llm_compiler.engine.state import (
 )
 from llm_compiler.events import PlanEvent, TaskApprovalResponse, TaskResult
 from llm_compiler.plan import PlanTask, iter_refs, resolve_kwargs
+from llm_compiler.tools.results import REJECTED_CALL
 
 #: Runs whose bookkeeping one workflow instance keeps folded (the rest fold again).
 BOOKS_KEPT = 1024
@@ -195,7 +196,7 @@ class Book:
         if verdict.action == "reject":
             self.failing.add(tid)
             why = f": {verdict.reason}" if verdict.reason else "."
-            out.failed.append((tasks[tid], f"Error: a human rejected this call{why}", False))
+            out.failed.append((tasks[tid], f"Error: {REJECTED_CALL}{why}", False))
             return
         self.edits[tid] = dict(verdict.args or {}) if verdict.action == "edit" else {}
         self._queue(tid)

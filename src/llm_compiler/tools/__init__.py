@@ -29,7 +29,7 @@ from llm_compiler.tools.mcp import (
     tools_from_mcp,
 )
 from llm_compiler.tools.render import action_line, description, signature
-from llm_compiler.tools.results import ToolError, tool_value
+from llm_compiler.tools.results import REJECTED_CALL, NotFound, ToolError, tool_value
 from llm_compiler.tools.spec import parameters, required
 from llm_compiler.tools.threads import TOOL_THREADS, ToolThreads
 
@@ -76,6 +76,8 @@ __all__ = [
     "MCPServerError",
     "MCPTool",
     "MCPTools",
+    "NotFound",
+    "REJECTED_CALL",
     "TOOL_THREADS",
     "ToolLike",
     "ToolSet",

@@ -30,6 +30,19 @@ class ToolError(Exception):
     """A tool reported a failure in its result (an MCP ``isError``, a failed ``ToolOutput``)."""
 
 
+class NotFound(LookupError):
+    """Raised by a tool that found nothing for its arguments (no such city, no such file).
+
+    The engine reads it as a fact: the observation is ``Error: NotFound: <message>``, a
+    replan may try other arguments, and an answer says what could not be found. Any
+    other exception means the tool failed (a timeout, ``ConnectionError("HTTP 503")``).
+    """
+
+
+#: The observation of a call a human rejected (after ``Error: ``).
+REJECTED_CALL = "a human rejected this call"
+
+
 def tool_value(raw: Any) -> Any:
     """The value a tool's raw output stands for (see the module docstring).
 
