@@ -29,8 +29,8 @@ from llm_compiler.tools.spec import tool_specs
 _CAP = r"[^\W\d_a-z][\w-]*"
 _NAME = re.compile(rf"(?<![\w-]){_CAP}(?:[ \t]+{_CAP})*")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-#: Where a sentence starts: its first word is capitalized whatever it is.
-_SENTENCE_START = re.compile(r"(?:^|[.!?\u00bf\u00a1]\s+|\n\s*)$")
+#: Signs that end a sentence (or open one: ``¿``, ``¡``).
+_SENTENCE_END = ".!?\n\u00bf\u00a1"
 MAX_NAMES = 80
 #: Most words of one name: a longer run of capitalized words gives its parts of this
 #: length, so reading a run stays linear in it.
@@ -44,25 +44,33 @@ _NOT_FOUND_ERROR = f"Error: {NotFound.__name__}"
 _REJECTED = f"Error: {REJECTED_CALL}"
 
 
-def names(texts: Iterable[str], limit: int = MAX_NAMES) -> list[str]:
-    """Capitalized names in `texts` that do not start a sentence, longest first, with
-    their shorter parts.
+def names(texts: Iterable[str], limit: int = MAX_NAMES, *, starts: bool = True) -> list[str]:
+    """Capitalized names in `texts`, longest first, with their shorter parts.
 
     ``"How much higher is Mount Everest than K2?"`` gives ``Mount Everest``, ``Mount``,
-    ``Everest`` and ``K2`` (not ``How``: a sentence's first word is capitalized whatever
-    it is). A run longer than :data:`MAX_NAME_WORDS` words gives its parts of that length.
+    ``Everest`` and ``K2``, and ``How`` unless `starts` is False (a sentence's first
+    word is capitalized whatever it is). A run longer than :data:`MAX_NAME_WORDS` words
+    gives its parts of that length.
     """
     found: dict[str, None] = {}
     for text in texts:
         for match in _NAME.finditer(text):
             words = match.group().split()
-            if _SENTENCE_START.search(text[: match.start()]):
+            if not starts and _starts_sentence(text, match.start()):
                 words = words[1:]
             for i in range(len(words)):
                 for j in range(min(len(words), i + MAX_NAME_WORDS), i, -1):
                     found[" ".join(words[i:j])] = None
     ordered = sorted(found, key=lambda n: (-len(n.split()), -len(n)))
     return ordered[:limit]
+
+
+def _starts_sentence(text: str, i: int) -> bool:
+    """Whether the word at `i` starts `text` or a sentence of it (a few signs back)."""
+    j = i - 1
+    while j >= 0 and i - j < 8 and text[j] in " \t\"'(":
+        j -= 1
+    return j < 0 or text[j] in _SENTENCE_END
 
 
 def number_forms(texts: Iterable[str], limit: int = MAX_NUMBERS) -> list[str]:
