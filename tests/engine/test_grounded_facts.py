@@ -201,3 +201,10 @@ async def test_a_failed_part_of_the_question_is_named():
     output = await wf.run(user_msg="What does a flight to Lisbon cost, and how warm is Berlin?")
     assert str(output).startswith("flight price (Lisbon): 150.")
     assert 'Get weather ("Berlin") failed (ConnectionError: HTTP 503).' in str(output)
+
+
+async def test_an_identical_call_runs_once_in_a_plan():
+    wf, _ = workflow([capital], plan(*['capital("Norway")'] * 7))
+    output = await wf.run(user_msg="What is the capital of Norway?")
+    assert [t.tool for t in output.summary.tasks] == ["capital"]
+    assert "Oslo" in str(output)

@@ -184,6 +184,7 @@ class PlanParser:
         self._all_known: set[int] = self._earlier | set(self.taken_ids)
         self._offset: int | None = None if self._all_known else 0
         self._alias: dict[int, int] = {}
+        self._calls: dict[str, int] = {}  # each call with arguments written: its task id
         self._parts: list[str] = []  # everything fed, joined on demand (see `text`)
         self._size = 0
         self._tail = ""  # the last characters fed: an end marker may span deltas
@@ -364,6 +365,8 @@ class PlanParser:
             self.joined, self.join_id, self.done = True, task_id, True
             self._all_known.add(task_id)
             return []
+        if self._repeats(task, stripped):
+            return []
         if len(self.tasks) >= self.max_tasks:
             self._error(
                 f"The plan has more than {self.max_tasks} tasks; task {task_id} and later "
@@ -376,6 +379,22 @@ class PlanParser:
         self._earlier.add(task_id)
         self.tasks.append(task)
         return [task]
+
+    def _repeats(self, task: PlanTask, line: str) -> bool:
+        """Whether `task` calls a tool with the same arguments as an earlier task of the
+        plan (a plan error: the line is not run; a call without arguments may repeat)."""
+        if task.error is not None or not (task.args or task.kwargs):
+            return False
+        call = render_call(task)
+        first = self._calls.setdefault(call, task.id)
+        if first == task.id:
+            return False
+        self._error(
+            f"Line {_clip(repr(line))} repeats task {first}'s call; it was not run "
+            f"(${first} is its result).",
+            "other",
+        )
+        return True
 
     def _parse(
         self, task_id: int, body: str, thought: str | None, renumbered: bool, written: int
