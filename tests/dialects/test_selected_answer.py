@@ -304,8 +304,10 @@ def test_varied_examples_show_several_shapes_with_the_runs_tools():
     assert (
         "1. stock_price(" in parallel and "2. stock_price(" in parallel and "3. join()" in parallel
     )
-    assert "2. convert_currency(amount=$1" in chain and "3. join()" in chain
-    assert chain.startswith("Stock price for Initech in USD.\n")  # as users ask for it
+    assert "3. convert_currency(amount=$1" in chain and "4. join()" in chain
+    assert chain.startswith(  # as users ask for it
+        "Stock price for ACME and Globex; convert currency of the one for ACME in USD.\n"
+    )
     assert '3. calculator(expression="$1 - $2")' in compare
     assert single.count("(") == 2 and "company_profile(name=" in single  # the tool's words
     assert "Ada Lovelace" not in text  # a company, not a person, for company_profile(name)

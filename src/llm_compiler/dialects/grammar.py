@@ -116,6 +116,7 @@ class Writable:
             other required arguments: the only values its last required argument, an
             enum, may then take (those its failure named).
         text_ids: Earlier tasks whose results are texts: expressions do not name them.
+        needs: Tools the plan calls before its ``join()`` (those the question names).
     """
 
     texts: tuple[str, ...] = ()
@@ -125,6 +126,7 @@ class Writable:
     exclude: Mapping[str, Sequence[tuple[Any, ...]]] = field(default_factory=dict)
     suggest: Mapping[str, Mapping[tuple[Any, ...], Sequence[Any]]] = field(default_factory=dict)
     text_ids: tuple[int, ...] = ()
+    needs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -427,9 +429,7 @@ def _positional(rules: _Rules, values: list[str], kw: list[tuple[str, bool]], hi
     return rules.add(f"{hint}-args", f"{values[0]} {after(1)}".strip() + f" | {first}")
 
 
-def _tool_call(
-    rules: _Rules, spec: ToolSpec, index: int, values: dict[str, _Values]
-) -> str | None:
+def _tool_call(rules: _Rules, spec: ToolSpec, index: int, values: dict[str, _Values]) -> str | None:
     """One tool's call on one line, in call form or JSON form; None if a required
     argument can have no value (a number where nothing wrote one).
 
@@ -598,29 +598,52 @@ def plan_grammar(
     if max_tasks < 1 or first_id < 1:
         raise ValueError("max_tasks and first_id must be at least 1.")
     rules, known = _Rules(writable), sorted(set(known_ids))
-    thought = "thought? " if allow_thoughts else ""
-    lines: list[tuple[int, str]] = []
+    lines: list[dict[str, str]] = []  # by line: each tool's call rule
     for k in range(max_tasks):
-        task_id = first_id + k
-        refs = [i for i in known if i < first_id] + list(range(first_id, task_id))
+        refs = [i for i in known if i < first_id] + list(range(first_id, first_id + k))
         values = {d: _Values(rules, d, refs, f"l{k + 1}") for d in _DIALECTS}
-        calls = [c for n, s in enumerate(specs) if (c := _tool_call(rules, s, n, values))]
-        lines.append((task_id, rules.add(f"call-l{k + 1}", " | ".join(calls)) if calls else ""))
+        lines.append(
+            {s.name: c for n, s in enumerate(specs) if (c := _tool_call(rules, s, n, values))}
+        )
+    needs = frozenset(writable.needs if writable else ()) & set().union(*lines)
+    plan = _Lines(rules, lines, first_id, "thought? " if allow_thoughts else "")
+    return rules.render(plan.rule(0, needs) or plan.rule(0, frozenset()))
 
-    def join_at(task_id: int) -> str:
-        return gbnf_literal(f"{task_id}. join()\n{END_OF_PLAN}")
 
-    end_id = first_id + max_tasks
-    done = rules.add(f"join-{end_id}", f"{thought}{join_at(end_id)}")
-    for task_id, call in reversed(lines):
-        if not call:
-            done = rules.add(f"line-{task_id}", f"{thought}{join_at(task_id)}")
-            continue
-        body = f"{gbnf_literal(f'{task_id}. ')} {call} \"\\n\" {done}"
-        if task_id > first_id:  # a plan has at least one task
-            body = f"{join_at(task_id)} | {body}"
-        done = rules.add(f"line-{task_id}", f"{thought}({body})" if thought else body)
-    return rules.render(done)
+class _Lines:
+    """The rules of a plan's lines: line `k` with the tools still to call before
+    ``join()``, numbered from `first_id`; a plan has one task at least."""
+
+    def __init__(self, rules: _Rules, lines: list[dict[str, str]], first_id: int, thought: str):
+        self.rules, self.lines, self.first_id, self.thought = rules, lines, first_id, thought
+        self._made: dict[tuple[int, frozenset[str]], str] = {}
+
+    def join_at(self, k: int) -> str:
+        return gbnf_literal(f"{self.first_id + k}. join()\n{END_OF_PLAN}")
+
+    def rule(self, k: int, todo: frozenset[str]) -> str:
+        """Line `k` and the rest, `todo` called before the join ('' if it cannot be)."""
+        if (k, todo) in self._made:
+            return self._made[(k, todo)]
+        options = [self.join_at(k)] if not todo and (k or not any(self.lines)) else []
+        if k < len(self.lines):
+            calls = self.lines[k]
+            rest = [c for t, c in calls.items() if t not in todo]
+            nexts = [(rest, todo)] + [([calls[t]], todo - {t}) for t in sorted(todo) if t in calls]
+            head = gbnf_literal(f"{self.first_id + k}. ")
+            for chosen, left in nexts:
+                after = self.rule(k + 1, left) if chosen else ""
+                if after:
+                    options.append(f'{head} {_alt(chosen)} "\\n" {after}')
+        hint = f"line-{self.first_id + k}" + "".join(f"-{t}" for t in sorted(todo))
+        body = " | ".join(options)
+        made = (
+            self.rules.add(hint, f"{self.thought}({body})" if self.thought else body)
+            if body
+            else ""
+        )
+        self._made[(k, todo)] = made
+        return made
 
 
 def joiner_grammar(

@@ -405,10 +405,7 @@ def select_examples(examples: str, tools: Sequence[Any] = ()) -> str:
         if not parts:
             continue
         said = _stems(decision.content)
-        picks = [
-            [u for u in p.units if said & _stems(u)][:1] or p.units[:1]
-            for p in parts
-        ]
+        picks = [[u for u in p.units if said & _stems(u)][:1] or p.units[:1] for p in parts]
         out.append(f"{head.strip()}\nAnswer: {render(parts, picks)}\n{END_OF_RESPONSE}\n")
     return "".join(out)
 
