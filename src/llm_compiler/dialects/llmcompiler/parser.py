@@ -365,7 +365,7 @@ class PlanParser:
             self.joined, self.join_id, self.done = True, task_id, True
             self._all_known.add(task_id)
             return []
-        if self._repeats(task, stripped):
+        if self._repeats(task, written):
             return []
         if len(self.tasks) >= self.max_tasks:
             self._error(
@@ -380,20 +380,16 @@ class PlanParser:
         self.tasks.append(task)
         return [task]
 
-    def _repeats(self, task: PlanTask, line: str) -> bool:
+    def _repeats(self, task: PlanTask, written: int) -> bool:
         """Whether `task` calls a tool with the same arguments as an earlier task of the
-        plan (a plan error: the line is not run; a call without arguments may repeat)."""
+        plan: then it is not run, and a later ``$N`` naming it names that task (a call
+        without arguments may repeat)."""
         if task.error is not None or not (task.args or task.kwargs):
             return False
-        call = render_call(task)
-        first = self._calls.setdefault(call, task.id)
+        first = self._calls.setdefault(render_call(task), task.id)
         if first == task.id:
             return False
-        self._error(
-            f"Line {_clip(repr(line))} repeats task {first}'s call; it was not run "
-            f"(${first} is its result).",
-            "other",
-        )
+        self._alias[written] = first
         return True
 
     def _parse(
@@ -418,7 +414,7 @@ class PlanParser:
             earlier=self._earlier,
             round=self.round,
             thought=thought,
-            alias=self._alias if renumbered else None,
+            alias=self._alias if renumbered or self._alias else None,
             written_id=written,
             max_depth=self.max_arg_depth,
         )
