@@ -208,4 +208,4 @@ async def test_an_identical_call_runs_once_in_a_plan():
     wf, _ = workflow([capital], plan(*lines))
     output = await wf.run(user_msg="What is the capital of Norway?")
     assert [(t.id, t.tool) for t in output.summary.tasks] == [(1, "capital"), (7, "capital")]
-    assert output.summary.tasks[1].args == {"country": "Oslo"}  # $6 is task 1's result
+    assert output.summary.tasks[1].args == {"country": {"$ref": 1}}  # $6 is task 1
