@@ -160,8 +160,15 @@ def failed_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list
     one's required arguments' values in order (for a replan's grammar, which may not
     write them again). Calls with a reference among those values are left out (the same
     text may name other results in a new round), and so are skipped ones."""
+    return _failed(_literal_calls(context, tools))
+
+
+_Calls = list[tuple[Any, tuple[Any, ...], TaskRecord]]
+
+
+def _failed(calls: _Calls) -> dict[str, list[tuple[Any, ...]]]:
     out: dict[str, list[tuple[Any, ...]]] = {}
-    for spec, values, _ in _literal_calls(context, tools):
+    for spec, values, _ in calls:
         out.setdefault(spec.name, [])
         if values not in out[spec.name]:
             out[spec.name].append(values)
@@ -178,8 +185,11 @@ def suggested_values(
     replan's ``lookup("Leonardo da Vinci", ...)`` takes ``birth_year`` or
     ``death_year``. Of those, the ones that share a word with the question, if any.
     """
+    return _suggested(_literal_calls(context, tools), context.question)
+
+
+def _suggested(failed: _Calls, question: str) -> dict[str, dict[tuple[Any, ...], list[Any]]]:
     out: dict[str, dict[tuple[Any, ...], list[Any]]] = {}
-    failed = _literal_calls(context, tools)
     tried = {(spec.name, values[:-1], values[-1]) for spec, values, _ in failed}
     for spec, values, record in failed:
         last = [p for p in spec.params if p.required][-1]
@@ -197,7 +207,7 @@ def suggested_values(
         if named:
             allowed = out.setdefault(spec.name, {}).setdefault(values[:-1], [])
             allowed += [x for x in named if x not in allowed]
-    asked = _words(context.question)
+    asked = _words(question)
     for by_values in out.values():  # of those, the ones that share a word with the question
         for key, allowed in by_values.items():
             by_values[key] = [x for x in allowed if asked & _words(x)] or allowed
@@ -209,9 +219,7 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[^\W\d_]{3,}", text.lower())}
 
 
-def _literal_calls(
-    context: PromptContext, tools: Sequence[Any]
-) -> list[tuple[Any, tuple[Any, ...], TaskRecord]]:
+def _literal_calls(context: PromptContext, tools: Sequence[Any]) -> _Calls:
     """Each call that found nothing whose required values are all literals: its tool's
     spec, those values in order, and its record."""
     from llm_compiler.dialects.llmcompiler.parser import parse_task_line  # imports this module
@@ -314,13 +322,14 @@ def plan_writable(context: PromptContext, tools: Sequence[Any]) -> Writable:
     found = [t[:MAX_SPAN_SOURCE] for t in observation_texts(context.rounds)]
     texts = (context.question, *found)
     numbers = [n for n in number_forms(texts) if "," not in n]
+    failed = _literal_calls(context, tools)  # earlier plan lines, parsed once
     return Writable(
         texts=texts,
         values=tuple(declared_values(tools)),
         numbers=tuple(numbers),
         compute=compute_tool(tools),
-        exclude=failed_calls(context, tools),
-        suggest=suggested_values(context, tools),
+        exclude=_failed(failed),
+        suggest=_suggested(failed, context.question),
         text_ids=tuple(sorted(text_result_ids(context))),
         needs=() if context.rounds else tuple(named_tools(context.question, tools)),
     )
