@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from llm_compiler import LLMCompilerWorkflow, TaskApprovalRequest
 from llm_compiler.dialects import LLMCompilerDialect
 from llm_compiler.dialects.base import PlannerContext
@@ -125,17 +127,27 @@ def test_no_tool_and_no_operator_is_barred_by_the_question_s_words():
 # ------------------------------------------------------------ replans on facts
 
 
-async def test_a_sentence_start_is_no_name_to_plan_for():
-    wf, llm = workflow([capital], plan('capital("Norway")'))
-    output = await wf.run(user_msg="What's the capital of Norway?")
+@pytest.mark.parametrize(
+    ("tool", "line", "question", "said"),
+    [
+        # a sentence's first word is no name to plan for
+        (capital, 'capital("Norway")', "What's the capital of Norway?", "Oslo"),
+        # nor are the capitalized nouns of another language
+        (
+            flight_price,
+            'flight_price("Rom")',
+            "Was kostet ein Flug nach Rom? Gib den Preis.",
+            "200",
+        ),
+        # a text result is a finding whatever it says
+        (read_file, 'read_file("notes.txt")', "What is in notes.txt?", "File does not exist"),
+    ],
+)
+async def test_words_force_no_replan(tool: Any, line: str, question: str, said: str):
+    wf, llm = workflow([tool], plan(line))
+    output = await wf.run(user_msg=question)
     assert len(llm.calls) == 1  # the plan; the answer is rendered
-    assert "Oslo" in str(output) and "What" not in str(output)
-
-
-async def test_capitalized_nouns_of_another_language_force_no_replan():
-    wf, llm = workflow([flight_price], plan('flight_price("Rom")'))
-    output = await wf.run(user_msg="Was kostet ein Flug nach Rom? Gib den Preis in Dollar.")
-    assert len(llm.calls) == 1 and "200" in str(output)
+    assert said in str(output) and "could not find" not in str(output)
 
 
 async def test_a_transport_error_is_a_failure_not_a_missing_name():
@@ -144,12 +156,6 @@ async def test_a_transport_error_is_a_failure_not_a_missing_name():
     output = await wf.run(user_msg="What is the weather in Berlin?")
     assert "HTTP 503" in str(output) and "failed" in str(output)
     assert 'could not find "Berlin"' not in str(output)
-
-
-async def test_a_text_result_is_a_finding_whatever_it_says():
-    wf, llm = workflow([read_file], plan('read_file("notes.txt")'))
-    output = await wf.run(user_msg="What is in notes.txt?")
-    assert len(llm.calls) == 1 and "File does not exist" in str(output)
 
 
 async def test_a_declared_not_found_is_planned_again_once():
