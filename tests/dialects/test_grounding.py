@@ -179,11 +179,12 @@ def test_a_plan_may_copy_what_an_earlier_round_found():
 
 
 def test_a_plan_may_copy_codes_its_tools_list():
-    assert declared_values([convert_currency]) == ["EUR", "GBP", "JPY"]
+    assert declared_values(TRAVEL) == {"convert_currency": ["EUR", "GBP", "JPY"]}
     grammar = grammar_for("What does a flight to Rome cost in euros?", TRAVEL)
     assert accepts(grammar, plan('flight_price("Rome")', 'convert_currency($1, "EUR")'))
     assert not accepts(grammar, plan('flight_price("Rome")', 'convert_currency($1, "Euro")'))
-    assert declared_values(demo_tools.TOOLS) == []  # "K2" of an example is no list
+    assert not accepts(grammar, plan('flight_price("EUR")'))  # another tool's value
+    assert declared_values(demo_tools.TOOLS) == {}  # "K2" of an example is no list
 
 
 def test_a_replan_cannot_write_a_failed_call_of_one_argument_again():

@@ -105,7 +105,8 @@ class Writable:
     Attributes:
         texts: A string argument is a span of one of these: whole words, in order, as
             written (the question, then what earlier rounds found).
-        values: Or one of these whole (codes the tools' descriptions list).
+        values: Or, in a call of a tool, one of the values it declares whole (codes its
+            description lists), by tool.
         numbers: A number argument (and a number in an expression) is one of these.
         compute: The tool that evaluates arithmetic (the calculator): its string
             argument is ``$N`` references, `numbers` and operators.
@@ -120,7 +121,7 @@ class Writable:
     """
 
     texts: tuple[str, ...] = ()
-    values: tuple[str, ...] = ()
+    values: Mapping[str, Sequence[str]] = field(default_factory=dict)
     numbers: tuple[str, ...] = ()
     compute: str | None = None
     exclude: Mapping[str, Sequence[tuple[Any, ...]]] = field(default_factory=dict)
@@ -197,15 +198,14 @@ class _Rules:
             out.append(_Text(tokens, gaps, tuple(starts)))
         return out
 
-    def string_except(self, values: Sequence[str]) -> str:
-        """A string rule: a span of the texts or a declared value, none of `values`.
+    def string_except(self, values: Sequence[str], declared: Sequence[str] = ()) -> str:
+        """A string rule: a span of the texts or one of `declared`, none of `values`.
 
         At a token where an excluded value starts, the span goes on through a chain
         of its own that cannot stop where that value ends ('' if nothing is left)."""
-        assert self.writable is not None
         banned = set(values)
         longest = max((len(v) for v in banned), default=0)
-        options = [_json_text(v) for v in self.writable.values if v not in banned]
+        options = [_json_text(v) for v in declared if v not in banned]
         for t, text in enumerate(self._texts):
             for i, token in enumerate(text.tokens):
                 if _is_word(token):
@@ -213,7 +213,7 @@ class _Rules:
         body = _alt(o for o in options if o)
         if not body:
             return ""
-        hint = "span-str" if not banned else "span-str-except"
+        hint = "span-str" if not banned and not declared else "span-str-x"
         return self.add(hint, f'"\\"" {body} "\\""')
 
     def _start_except(self, t: int, text: _Text, i: int, banned: set[str], longest: int) -> str:
@@ -310,6 +310,8 @@ class _Values:
         self.words = _DIALECTS[dialect]
         self.ref_ids = sorted(ref_ids)
         self._ref: str | None = None
+        self.declared: Sequence[str] = ()  # the values the called tool declares
+        self.string = rules.string
 
     @property
     def ref(self) -> str:
@@ -337,7 +339,7 @@ class _Values:
             return _alt(self.typed(b, hint, depth + 1) for b in branches)
         kind = schema.get("type")
         if kind == "string":
-            return self.rules.string
+            return self.string
         if kind == "integer":
             return self.rules.integer
         if kind == "number":
@@ -438,6 +440,12 @@ def _tool_call(rules: _Rules, spec: ToolSpec, index: int, values: dict[str, _Val
     """
     hint = f"t{index}-{spec.name}-{values['py'].tag}"
     writable = rules.writable or Writable()
+    declared = tuple(writable.values.get(spec.name, ()))
+    for v in values.values():
+        v.declared = declared
+        v.string = (
+            rules.string_except((), declared) if rules.writable and declared else rules.string
+        )
     compute = writable.compute == spec.name
     exclude = writable.exclude.get(spec.name, ())
     if spec.call_form and exclude and not compute:
@@ -551,7 +559,7 @@ def _other_value(
         return _alt(v.lit(x) for x in rest) if rest else ""
     written = rules.writable is not None and schema.get("type") == "string"
     if written and all(isinstance(x, str) for x in taken):
-        return rules.string_except(taken)
+        return rules.string_except(taken, v.declared)
     return None
 
 

@@ -299,16 +299,16 @@ _CODE = r"[A-Z][A-Z0-9]{0,7}"
 _CODE_LIST = re.compile(rf"\b{_CODE}(?:\s*[,/|]\s*{_CODE})+\b")
 
 
-def declared_values(tools: Sequence[Any]) -> list[str]:
-    """Codes the tools' descriptions list as values (``EUR`` of "another currency
-    (EUR, USD, JPY)"), which a question may name otherwise ("in euros")."""
-    out: dict[str, None] = {}
+def declared_values(tools: Sequence[Any]) -> dict[str, list[str]]:
+    """By tool, the codes its description lists as values (``EUR`` of "another
+    currency (EUR, USD, JPY)"), which a question may name otherwise ("in euros")."""
+    out: dict[str, list[str]] = {}
     for tool, spec in zip(tools, tool_specs(tools), strict=True):
         texts = [_description(tool), *(str(p.schema.get("description", "")) for p in spec.params)]
-        for text in texts:
-            for run in _CODE_LIST.findall(text):
-                out.update(dict.fromkeys(re.findall(_CODE, run)))
-    return list(out)
+        codes = [c for t in texts for run in _CODE_LIST.findall(t) for c in re.findall(_CODE, run)]
+        if codes:
+            out[spec.name] = list(dict.fromkeys(codes))
+    return out
 
 
 def _description(tool: Any) -> str:
@@ -325,7 +325,7 @@ def plan_writable(context: PromptContext, tools: Sequence[Any]) -> Writable:
     failed = _literal_calls(context, tools)  # earlier plan lines, parsed once
     return Writable(
         texts=texts,
-        values=tuple(declared_values(tools)),
+        values=declared_values(tools),
         numbers=tuple(numbers),
         compute=compute_tool(tools),
         exclude=_failed(failed),
