@@ -215,3 +215,26 @@ async def test_an_identical_call_runs_once_in_a_plan():
     output = await wf.run(user_msg="What is the capital of Norway?")
     assert [(t.id, t.tool) for t in output.summary.tasks] == [(1, "capital"), (7, "capital")]
     assert output.summary.tasks[1].args == {"country": {"$ref": 1}}  # $6 is task 1
+
+
+async def test_a_rejected_call_planned_again_by_any_model_is_not_asked_again():
+    @policy(requires_approval=True)
+    def book_flight(city: str) -> str:
+        """Book a return flight to a city."""
+        return f"booked {city}"
+
+    replan = "Thought: try again.\nAction: Replan(book it)"
+    finish = "Thought: no.\nAction: Finish(Not booked.)"
+    again = '2. book_flight("Rome")\n3. join()'
+    llm = ScriptedLLM(['1. book_flight("Rome")\n2. join()', replan, again, finish])
+    wf = LLMCompilerWorkflow(tools=[book_flight], llm=llm, max_replans=1, timeout=30)
+    handler = wf.run(user_msg="Book a flight to Rome.")
+    held = 0
+    async for ev in handler.stream_events():
+        if isinstance(ev, TaskApprovalRequest):
+            held += 1
+            handler.ctx.send_event(ev.respond(action="reject"))
+    output = await handler
+    assert held == 1 and str(output) == "Not booked."
+    second = output.summary.tasks[-1]
+    assert second.status == "error" and "not asked again" in str(second.output)
