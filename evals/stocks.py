@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from llm_compiler.demo.tools import calculator
+from llm_compiler.tools import NotFound
 
 PRICES = {"NVDA": 181.2, "AAPL": 229.5, "MSFT": 512.0, "GOOGL": 201.4, "TSLA": 338.7}
 COMPANIES = {
@@ -27,7 +28,7 @@ async def stock_price(symbol: str) -> float:
     await asyncio.sleep(0)
     price = PRICES.get(symbol.strip().upper())
     if price is None:
-        raise LookupError(f"Unknown symbol {symbol!r}; known: {', '.join(PRICES)}.")
+        raise NotFound(f"Unknown symbol {symbol!r}; known: {', '.join(PRICES)}.")
     return price
 
 
@@ -37,7 +38,7 @@ async def company_profile(name: str) -> str:
     key = name.lower().replace(" inc", "").replace(" corp", "").strip(" .")
     found = COMPANIES.get(key)
     if found is None:
-        return f"No company named {name!r}."
+        raise NotFound(f"No company named {name!r}.")
     title, ticker, ceo, founded, staff = found
     return f"{title}: ticker {ticker}; CEO {ceo}; founded {founded}; {staff:,} employees."
 
@@ -46,7 +47,7 @@ def convert_currency(amount: float, to_currency: str) -> float:
     """Convert an amount of US dollars into another currency (EUR, JPY, GBP, CHF)."""
     rate = RATES.get(to_currency.strip().upper())
     if rate is None:
-        raise LookupError(f"Unknown currency {to_currency!r}; known: {', '.join(RATES)}.")
+        raise NotFound(f"Unknown currency {to_currency!r}; known: {', '.join(RATES)}.")
     return round(amount * rate, 2)
 
 

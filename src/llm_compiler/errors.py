@@ -12,6 +12,7 @@ The tree::
     ├── MCPServerError            an MCP server failed to start, answer or stay connected
     │                             (llm_compiler.tools.mcp.connection)
     ├── ToolError                 a tool reported a failure in its result
+    ├── NotFound                  a tool found nothing for its arguments; also a LookupError
     ├── TaskFailed                a task's error observation, as its span's exception
     │                             (llm_compiler.tracing.tracer)
     ├── PlanLineError             a plan line that cannot become a task; also a ValueError
@@ -107,6 +108,18 @@ class LocalServerExited(LocalServerError):
 
 class ToolError(LLMCompilerError):
     """A tool reported a failure in its result (an MCP ``isError``, a failed ``ToolOutput``)."""
+
+
+class NotFound(LLMCompilerError, LookupError):
+    """Raised by a tool that found nothing for its arguments (no such city, no such file).
+
+    The engine reads it as a fact: the observation is ``Error: NotFound: <message>``, a
+    replan may try other arguments, and an answer says what could not be found. Any
+    other exception means the tool failed (a timeout, ``ConnectionError("HTTP 503")``).
+    """
+
+    def __init__(self, message: str = "nothing found") -> None:
+        super().__init__(message)
 
 
 class RequestError(LLMCompilerError):

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from llm_compiler.demo import tools as demo_tools
+from llm_compiler.tools import NotFound
 
 calculator = demo_tools.calculator
 
@@ -106,7 +107,8 @@ async def test_search_finds_entries_fuzzily(query, title):
 
 
 async def test_search_says_when_there_is_no_entry():
-    assert (await demo_tools.search("Atlantis")).startswith("No entry for 'Atlantis'")
+    with pytest.raises(NotFound, match="No entry for 'Atlantis'"):
+        await demo_tools.search("Atlantis")
 
 
 async def test_search_texts_hold_the_facts():

@@ -106,8 +106,9 @@ def test_a_constrained_completion_request_carries_the_grammar_of_the_values_foun
     assert request.prompt is not None
     assert request.prompt.endswith(f"Answer the question: {QUESTION}\n")
     grammar = request.extras["grammar"]
-    assert accepts(grammar, REPLY)  # a comparison's evidence is the calculation
-    assert not accepts(grammar, REPLY.replace('"328"', '"4806"'))
+    assert accepts(grammar, REPLY)  # evidence is a value found
+    assert accepts(grammar, REPLY.replace('"328"', '"4806"'))
+    assert not accepts(grammar, REPLY.replace('"328"', '"4000"'))
 
 
 def test_a_chat_request_carries_a_json_schema_response_format():

@@ -163,7 +163,8 @@ def test_constrained_prompts_show_builtin_then_varied_own_examples_by_default():
     text = system(get_weather, to_f)
     builtin_at = text.index(prompts.PLANNER_EXAMPLES)
     parallel_at = text.index('1. get_weather(city="Paris")\n2. get_weather(city="Rome")\n3. join()')
-    chain_at = text.index('1. get_weather(city="Vienna")\n2. to_f(celsius=$1)\n3. join()')
+    chain = '1. get_weather(city="Paris")\n2. get_weather(city="Rome")\n3. to_f(celsius=$1)\n'
+    chain_at = text.index(chain)
     assert prompts.VARIED_NOTE in text and builtin_at < parallel_at < chain_at  # own tools last
     # nothing flows from one tool to another: the built-in examples alone
     text = system(play)

@@ -11,7 +11,7 @@ from llm_compiler.demo import tools as demo_tools
 from llm_compiler.dialects import ForcedJoin, LLMCompilerDialect
 from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.dialects.grammar import plan_grammar
-from llm_compiler.dialects.grounding import failed_calls, plan_names
+from llm_compiler.dialects.grounding import failed_calls, plan_writable
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
 from llm_compiler.dialects.selected_answer import (
     answer_grammar,
@@ -61,7 +61,10 @@ def capitals() -> PromptContext:
 
 def test_a_comparison_is_rendered_with_its_operands_and_needs_no_choice():
     answer = selected_answer(comparison())
-    assert answer == "Mont Blanc (height m): 4806; Matterhorn (height m): 4478; 4806 - 4478 = 328."
+    assert answer == (
+        "lookup (Mont Blanc, height m): 4806; lookup (Matterhorn, height m): 4478; "
+        "4806 - 4478 = 328; highest: Mont Blanc (4806); lowest: Matterhorn (4478)."
+    )
 
 
 def test_the_sentence_that_fits_the_question_is_quoted_without_a_choice():
@@ -70,12 +73,14 @@ def test_the_sentence_that_fits_the_question_is_quoted_without_a_choice():
         "How tall is Mount Kilimanjaro?",
         T(1, "search", '1. search("Mount Kilimanjaro")', KILIMANJARO),
     )
-    assert selected_answer(tall) == "Mount Kilimanjaro: height 5,895 m above sea level."
+    assert selected_answer(tall) is None  # no sentence says "tall": the model picks
+    grammar = answer_grammar(tall)
+    assert accepts(grammar, " height 5,895 m above sea level (Mount Kilimanjaro).")
 
 
 def test_the_model_picks_among_the_sentences_that_fit_equally_well():
     ctx = context(
-        "Tell me about Egypt and Nigeria.",
+        "Egypt and Nigeria, briefly.",
         T(1, "search", '1. search("Egypt")', EGYPT),
         T(2, "search", '2. search("Nigeria")', NIGERIA),
     )
@@ -94,29 +99,44 @@ def test_the_model_picks_among_the_sentences_that_fit_equally_well():
         assert not accepts(grammar, wrong), wrong
 
 
+NO_GOOGL = "Error: NotFound: No company named 'GOOGL'."
+
+
 def test_results_the_question_does_not_name_are_left_out_unless_used():
     ctx = context(
         "What is the price of GOOGL stock in yen?",
         T(1, "stock_price", '1. stock_price(symbol="GOOGL")', "201.4"),
         T(2, "stock_price", '2. stock_price(symbol="GOOGL")', "201.4"),
         T(3, "convert_currency", '3. convert_currency(amount=$1, to_currency="JPY")', "29605.8"),
-        T(4, "company_profile", '4. company_profile(name="GOOGL")', "No company named 'GOOGL'."),
+        T(4, "company_profile", '4. company_profile(name="GOOGL")', NO_GOOGL, is_error=True),
         T(5, "stock_price", '5. stock_price(symbol="TSLA")', "338.7"),
         tools=stocks.TOOLS,
     )
-    assert selected_answer(ctx) == "GOOGL: 201.4; convert currency of 201.4, JPY: 29605.8."
+    assert selected_answer(ctx) == (
+        "stock price (GOOGL): 201.4; convert currency (amount 201.4, JPY): 29605.8."
+    )
 
 
 def test_nothing_found_says_what_was_looked_for():
     ctx = context(
         "What is the capital of Chile?",
-        T(1, "search", '1. search("Chile")', "No entry for 'Chile'."),
-        T(2, "lookup", '2. lookup("Chile", "population")', "Error: no entry", is_error=True),
+        T(1, "search", '1. search("Chile")', "Error: NotFound: No entry for 'Chile'.", True),
+        T(2, "lookup", '2. lookup("Chile", "population")', "Error: NotFound: no entry", True),
         T(3, "calculator", '3. calculator("$1 - $2")', "Skipped", skipped=True),
     )
     assert answer_parts(ctx) == []
     assert selected_answer(ctx) == 'I could not find "Chile".'
     assert accepts(answer_grammar(ctx), ' I could not find "Chile".')
+
+
+def test_a_tool_that_failed_is_said_to_have_failed_not_to_have_found_nothing():
+    ctx = context(
+        "What is the weather in Berlin?",
+        T(1, "search", '1. search("Berlin")', "Error: ConnectionError: HTTP 503", True),
+    )
+    answer = selected_answer(ctx)
+    assert answer == 'Search ("Berlin") failed (ConnectionError: HTTP 503).'
+    assert "could not find" not in answer
 
 
 def test_observations_split_into_sentences_with_labels_as_words():
@@ -134,8 +154,8 @@ def test_finish_examples_become_rendered_answers_and_replans_are_left_out():
     text = select_examples(demo_tools.JOINER_EXAMPLES, demo_tools.TOOLS)
     assert "Answer: Italy: capital Rome; Spain: capital Madrid." in text
     assert (
-        "Answer: Mont Blanc (height m): 4806; Matterhorn (height m): 4478; 4806 - 4478 = 328."
-        in text
+        "Answer: lookup (Mont Blanc, height m): 4806; lookup (Matterhorn, height m): 4478; "
+        "4806 - 4478 = 328; highest: Mont Blanc (4806); lowest: Matterhorn (4478)." in text
     )
     assert "Replan" not in select_examples(
         'Question: Q?\n1. search("X")\nObservation: X: y.\nThought: t\nAction: Replan(more)\n'
@@ -148,7 +168,7 @@ def test_the_select_joiner_answers_without_a_call_when_nothing_is_left_to_choose
     assert isinstance(dialect, ForcedJoin)
     decision = dialect.forced_decision(comparison())
     assert decision is not None and decision.action == "finish" and "= 328" in decision.content
-    open_question = context("Tell me about Egypt.", T(1, "search", '1. search("Egypt")', EGYPT))
+    open_question = context("Egypt, briefly.", T(1, "search", '1. search("Egypt")', EGYPT))
     assert dialect.forced_decision(open_question) is None
     request = dialect.joiner_request(open_question)
     assert request.prompt is not None and request.prompt.endswith("Answer:")
@@ -185,11 +205,7 @@ def test_failed_calls_are_the_literal_calls_that_found_nothing():
 def test_a_replan_cannot_write_a_call_that_found_nothing_again():
     ctx = yangtze()
     grammar = plan_grammar(
-        demo_tools.TOOLS,
-        first_id=4,
-        known_ids=[1, 2, 3],
-        names=plan_names(ctx, demo_tools.TOOLS),
-        exclude=failed_calls(ctx, demo_tools.TOOLS),
+        demo_tools.TOOLS, first_id=4, known_ids=[1, 2, 3], writable=plan_writable(ctx, ctx.tools)
     )
 
     def ok(line: str) -> bool:
@@ -247,7 +263,10 @@ async def test_a_run_with_the_select_joiner_makes_no_joiner_call_when_the_answer
         timeout=30,
     )
     output = await wf.run(user_msg="How much higher is Mont Blanc than the Matterhorn?")
-    assert str(output) == "Mont Blanc: 4806; Matterhorn: 4478; 4806 - 4478 = 328."
+    assert str(output) == (
+        "lookup (Mont Blanc): 4806; lookup (Matterhorn): 4478; 4806 - 4478 = 328; "
+        "highest: Mont Blanc (4806); lowest: Matterhorn (4478)."
+    )
     assert len(llm.calls) == 1  # the plan only
 
 
@@ -255,7 +274,7 @@ def test_an_answer_about_part_of_a_question_says_what_it_could_not_find():
     ctx = context(
         "What are the capitals of Egypt and Peru?",
         T(1, "search", '1. search("Egypt")', EGYPT),
-        T(2, "search", '2. search("Peru")', "No entry for 'Peru'."),
+        T(2, "search", '2. search("Peru")', "Error: NotFound: No entry for 'Peru'.", True),
     )
     grammar = answer_grammar(ctx)
     assert accepts(grammar, ' Egypt: capital Cairo. I could not find "Peru".')
@@ -269,7 +288,7 @@ def test_a_replan_cannot_refer_to_a_result_that_failed():
     assert not accepts(grammar, f"{lookup}5. calculator($2)\n6. join()\n{END_OF_PLAN}")
     assert accepts(grammar, f"{lookup}5. calculator($1)\n6. join()\n{END_OF_PLAN}")
     assert accepts(grammar, f'{lookup}5. calculator("$4 - $1")\n6. join()\n{END_OF_PLAN}')
-    assert accepts(grammar, f'{lookup}5. calculator("($1 - $4) / 2")\n6. join()\n{END_OF_PLAN}')
+    assert not accepts(grammar, f'{lookup}5. calculator("($1 - $4) / 2")\n6. join()\n{END_OF_PLAN}')
     assert not accepts(grammar, f'{lookup}5. calculator("$1 - $1")\n6. join()\n{END_OF_PLAN}')
     assert not accepts(grammar, f'{lookup}5. calculator("$14 - $1")\n6. join()\n{END_OF_PLAN}')
 
@@ -285,28 +304,27 @@ def test_varied_examples_show_several_shapes_with_the_runs_tools():
     assert (
         "1. stock_price(" in parallel and "2. stock_price(" in parallel and "3. join()" in parallel
     )
-    assert "2. convert_currency(amount=$1" in chain and "3. join()" in chain
-    assert chain.startswith("Stock price for Initech in USD.\n")  # as users ask for it
+    assert "3. convert_currency(amount=$1" in chain and "4. join()" in chain
+    assert chain.startswith(  # as users ask for it
+        "Stock price for ACME and Globex; convert currency of the one for ACME in USD.\n"
+    )
     assert '3. calculator(expression="$1 - $2")' in compare
     assert single.count("(") == 2 and "company_profile(name=" in single  # the tool's words
     assert "Ada Lovelace" not in text  # a company, not a person, for company_profile(name)
 
 
-def test_a_call_of_one_argument_that_failed_may_be_planned_again():
-    ctx = context("What is the capital of Peru?", T(1, "search", '1. search("Peru")', "No entry."))
-    assert failed_calls(ctx, demo_tools.TOOLS) == {}
+def test_a_call_of_one_argument_that_failed_is_not_planned_again():
+    failed = T(1, "search", '1. search("Peru")', "Error: NotFound: No entry.", is_error=True)
+    ctx = context("What is the capital of Peru?", failed)
+    assert failed_calls(ctx, demo_tools.TOOLS) == {"search": [("Peru",)]}
 
 
 def test_a_calculation_writes_only_numbers_of_the_question_and_of_findings():
-    from llm_compiler.dialects.grounding import expression_numbers
-
-    question = PromptContext("How much more does a share of MSFT cost than a share of AAPL?")
-    grammar = plan_grammar(
-        stocks.TOOLS, compute="calculator", compute_numbers=expression_numbers(question)
-    )
+    question = context("How much more does a share of MSFT cost than a share of AAPL?")
+    grammar = plan_grammar(stocks.TOOLS, writable=plan_writable(question, stocks.TOOLS))
     plan = '1. stock_price("MSFT")\n2. stock_price("AAPL")\n3. calculator("{}")\n4. join()\n'
     assert accepts(grammar, plan.format("$1 - $2") + END_OF_PLAN)
-    assert accepts(grammar, plan.format("($1 - $2) / 2") + END_OF_PLAN)
+    assert not accepts(grammar, plan.format("($1 - $2) / 2") + END_OF_PLAN)  # no 2 written
     assert not accepts(grammar, plan.format("(8849 - 8611) / 2") + END_OF_PLAN)
     found = context(
         question.question,
@@ -315,11 +333,7 @@ def test_a_calculation_writes_only_numbers_of_the_question_and_of_findings():
         tools=stocks.TOOLS,
     )
     replan = plan_grammar(
-        stocks.TOOLS,
-        first_id=3,
-        known_ids=[1, 2],
-        compute="calculator",
-        compute_numbers=expression_numbers(found),
+        stocks.TOOLS, first_id=3, known_ids=[1, 2], writable=plan_writable(found, stocks.TOOLS)
     )
     assert accepts(replan, f'3. calculator("512.0 - 229.5")\n4. join()\n{END_OF_PLAN}')
     assert not accepts(replan, f'3. calculator("512.0 - 229")\n4. join()\n{END_OF_PLAN}')
@@ -330,59 +344,17 @@ def test_the_note_on_what_was_not_found_names_only_names_of_the_question():
     ctx = context(
         "What is the population of Brazil?",
         T(1, "search", '1. search("Brazil")', brazil),
-        T(2, "lookup", '2. lookup("population", "area_km2")', "Error: no entry", is_error=True),
+        T(2, "lookup", '2. lookup("population", "area_km2")', "Error: NotFound: x", True),
     )
     answer = selected_answer(ctx)
     assert answer is not None and "203 million" in answer
-    assert "could not find" not in answer  # "population" is no name the question wrote
+    assert answer.endswith('I could not find "population".')  # the failed lookup's words
     peru = context(
         "What are the populations of Egypt and Peru?",
         T(1, "search", '1. search("Egypt")', EGYPT),
-        T(2, "search", '2. search("Peru")', "No entry for 'Peru'."),
+        T(2, "search", '2. search("Peru")', "Error: NotFound: No entry for 'Peru'.", True),
     )
     assert 'I could not find "Peru".' in (selected_answer(peru) or answer_grammar(peru))
-
-
-def test_names_of_the_question_no_call_took_are_those_like_the_ones_taken():
-    from llm_compiler.dialects.grounding import question_names, uncovered_names
-
-    def missing(question: str, *lines: str) -> list[str]:
-        tasks = [T(i, "t", line, "1.0") for i, line in enumerate(lines, 1)]
-        return uncovered_names(context(question, *tasks, tools=stocks.TOOLS))
-
-    employees = "How many more employees does Microsoft have than Apple?"
-    assert missing(employees, '1. company_profile(name="Microsoft")') == ["Apple"]
-    both = ('1. company_profile("Microsoft")', '2. company_profile("Apple")')
-    assert missing(employees, *both) == []
-    # Another shape than every name taken: a word beside a code, no thing to look up.
-    swiss = ('1. stock_price("NVDA")', '2. convert_currency($1, "CHF")')
-    assert missing("What does one share of NVDA cost in Swiss francs?", *swiss) == []
-    wayne = '1. company_profile("Wayne Enterprises")'
-    assert missing("Who is the CEO of Wayne Enterprises?", wayne) == []
-    assert missing("How much more does MSFT cost than AAPL?", '1. stock_price("MSFT")') == ["AAPL"]
-    assert question_names("How old was Leonardo da Vinci when he died?") == ["Leonardo da Vinci"]
-    assert question_names("What is the capital of Peru?") == ["Peru"]
-
-
-async def test_a_first_round_that_left_a_name_out_is_planned_again_for_it():
-    from llm_compiler import LLMCompilerWorkflow
-    from llm_compiler.testing import ScriptedLLM
-
-    first = f'1. company_profile(name="Microsoft")\n2. join()\n{END_OF_PLAN}'
-    second = f'3. company_profile(name="Apple")\n4. join()\n{END_OF_PLAN}'
-    llm = ScriptedLLM([first, second], chat=False)
-    wf = LLMCompilerWorkflow(
-        tools=stocks.TOOLS,
-        llm=llm,
-        dialect=LLMCompilerDialect(joiner="select"),
-        constrained=True,
-        max_replans=1,
-        timeout=30,
-    )
-    output = await wf.run(user_msg="How many more employees does Microsoft have than Apple?")
-    assert len(llm.calls) == 2  # two plans, no joiner call: the answer is forced
-    assert '"Apple", which no action above used' in str(llm.calls[1].prompt)
-    assert "228,000 employees" in str(output) and "164,000 employees" in str(output)
 
 
 def test_a_replan_of_a_failed_field_takes_a_value_the_error_named():
@@ -398,13 +370,7 @@ def test_a_replan_of_a_failed_field_takes_a_value_the_error_named():
     )
     suggest = suggested_values(ctx, demo_tools.TOOLS)
     assert suggest == {"lookup": {("Leonardo da Vinci",): ["birth_year", "death_year"]}}
-    grammar = plan_grammar(
-        demo_tools.TOOLS,
-        first_id=3,
-        names=plan_names(ctx, demo_tools.TOOLS),
-        exclude=failed_calls(ctx, demo_tools.TOOLS),
-        suggest=suggest,
-    )
+    grammar = plan_grammar(demo_tools.TOOLS, first_id=3, writable=plan_writable(ctx, ctx.tools))
 
     def ok(line: str) -> bool:
         return accepts(grammar, f"3. {line}\n4. join()\n{END_OF_PLAN}")
@@ -414,7 +380,8 @@ def test_a_replan_of_a_failed_field_takes_a_value_the_error_named():
     assert not ok('lookup("Leonardo da Vinci", "population")')  # the error named others
     assert not ok('lookup("Leonardo da Vinci", "height_m")')
     assert ok('lookup("Vinci", "population")')  # another name: any field
-    assert not ok('lookup("Leonardo", "population")')  # would run on as the failed name
+    assert ok('lookup("Leonardo", "population")')  # another span
+    assert not ok('lookup("da Vinci died", "population")')  # no span of the question
     # An error that names no value of the enum leaves every other value.
     failed = T(1, "lookup", ctx.rounds[0].tasks[0].text, "Error: no entry", is_error=True)
     plain = context(ctx.question, failed)
@@ -424,10 +391,10 @@ def test_a_replan_of_a_failed_field_takes_a_value_the_error_named():
 def test_nothing_found_names_what_the_question_wrote_as_a_name():
     ctx = context(
         "How long is the Volga river?",
-        T(1, "search", '1. search("Volga river")', "No entry for 'Volga river'."),
-        T(2, "lookup", '2. lookup("volga", "length_km")', "Error: no entry", is_error=True),
+        T(1, "search", '1. search("Volga river")', "Error: NotFound: no entry", True),
+        T(2, "lookup", '2. lookup("volga", "length_km")', "Error: NotFound: no entry", True),
     )
-    assert selected_answer(ctx) == 'I could not find "Volga river".'
+    assert selected_answer(ctx) == 'I could not find "Volga river" or "volga".'
 
 
 def test_of_the_values_an_error_named_a_replan_takes_those_the_question_names():
@@ -461,3 +428,39 @@ def test_a_calculation_of_numbers_read_from_texts_is_the_answers_last_part():
     answer = selected_answer(ctx)
     assert answer is not None and answer.endswith("; 228000 - 164000 = 64,000.")
     assert answer.startswith("Microsoft: 228,000 employees; Apple: 164,000 employees")
+
+
+def test_a_which_question_on_numbers_names_the_highest_and_the_lowest():
+    ctx = context(
+        "Which planet is bigger, Mars or Venus?",
+        T(1, "lookup", '1. lookup("Mars", "diameter_km")', "6779.0"),
+        T(2, "lookup", '2. lookup("Venus", "diameter_km")', "12104.0"),
+    )
+    answer = selected_answer(ctx)
+    assert answer is not None and "highest: Venus (12,104); lowest: Mars (6779)" in answer
+
+
+def test_each_value_is_labelled_by_its_tool_and_arguments():
+    def flight_price(city: str) -> float:
+        """A return flight's price, in US dollars."""
+        return 180.0
+
+    def hotel_price(city: str) -> float:
+        """A night's hotel price, in US dollars."""
+        return 95.0
+
+    def convert_currency(amount: float, currency: str) -> float:
+        """Convert US dollars into another currency (EUR, GBP)."""
+        return 194.4
+
+    ctx = context(
+        "What do a flight and a hotel night in Lisbon cost, the flight in EUR?",
+        T(1, "flight_price", '1. flight_price("Lisbon")', "180.0"),
+        T(2, "convert_currency", '2. convert_currency($1, "EUR")', "165.6"),
+        T(3, "hotel_price", '3. hotel_price("Lisbon")', "95.0"),
+        tools=[flight_price, hotel_price, convert_currency],
+    )
+    assert selected_answer(ctx) == (
+        "flight price (Lisbon): 180; convert currency (amount 180, EUR): 165.6; "
+        "hotel price (Lisbon): 95."
+    )

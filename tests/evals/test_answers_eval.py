@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from evals import stocks
 from evals.answers import (
     QUESTIONS,
@@ -14,6 +16,7 @@ from evals.answers import (
 )
 from llm_compiler.demo import tools as demo_tools
 from llm_compiler.testing import LLMCall, ScriptedLLM
+from llm_compiler.tools import NotFound
 
 
 def test_numbers_understand_separators_and_scales():
@@ -69,7 +72,8 @@ def test_verdicts_tell_right_could_not_find_and_wrong_apart():
 async def test_the_stock_tools_answer_from_fixed_data():
     assert await stocks.stock_price("nvda") == 181.2
     assert "CEO Satya Nadella" in await stocks.company_profile("Microsoft")
-    assert "No company" in await stocks.company_profile("Initech")
+    with pytest.raises(NotFound, match="No company"):
+        await stocks.company_profile("Initech")
     assert stocks.convert_currency(229.5, "EUR") == 197.37
 
 

@@ -51,7 +51,7 @@ async def test_a_round_that_found_nothing_is_planned_again_with_what_failed():
     assert str(result) == "The Danube is 1620 km longer than the Rhine."
     assert [c.prompt.rstrip().endswith("Thought:") for c in llm.calls] == [False, False, True]
     replan = llm.calls[1].prompt
-    assert 'Replan: Nothing was found by: 1. search("Dauphin") gave "No entry for' in replan
+    assert 'Replan: These actions failed or found nothing: 1. search("Dauphin") gave' in replan
     assert [r.replan_reason is not None for r in result.summary.rounds] == [True, False]
     assert '"Danube"' in grammar(llm.calls[1]) and '"Dauphin"' not in grammar(llm.calls[1])
     # the answer may write the lengths found and their difference, and no other number

@@ -2,7 +2,8 @@
 
 Nothing here touches the network. ``search`` and ``lookup`` await a short delay (like a
 network lookup would) so the demo shows independent tasks running in parallel; set
-``DEMO_TOOL_LATENCY=0`` to turn it off.
+``DEMO_TOOL_LATENCY=0`` to turn it off. A name they do not know raises
+:class:`~llm_compiler.tools.NotFound`: the engine reads that as "found nothing".
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llm_compiler.tools.policy import with_policy
+from llm_compiler.tools.results import NotFound
 
 ENCYCLOPEDIA_PATH = Path(__file__).with_name("encyclopedia.json")
 LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "0.3"))
@@ -157,7 +159,7 @@ async def search(query: str) -> str:
     await asyncio.sleep(LATENCY)
     entry = find_entry(query)
     if entry is None:
-        return f"No entry for {query!r}. Try a single name such as 'France' or 'Nile'."
+        raise NotFound(f"No entry for {query!r}. Try a single name such as 'France' or 'Nile'.")
     return f"{entry['title']}: {entry['text']}"
 
 
@@ -178,11 +180,11 @@ async def lookup(name: str, field: Field) -> float:
     await asyncio.sleep(LATENCY)
     entry = find_entry(name)
     if entry is None:
-        raise LookupError(f"No entry for {name!r}.")
+        raise NotFound(f"No entry for {name!r}.")
     facts = entry.get("facts", {})
     if field not in facts:
         known = ", ".join(facts) or "none"
-        raise LookupError(f"{entry['title']} has no field {field!r}; known fields: {known}.")
+        raise NotFound(f"{entry['title']} has no field {field!r}; known fields: {known}.")
     return float(facts[field])
 
 

@@ -22,6 +22,12 @@ Python keyword argument (``from``, ``max-results``) is written as a JSON line in
 ``N. {"tool name": {"from": 1}}``, which the parser also reads (references are then
 strings, ``"$1"``). The prompt's tool list should show such tools in that form.
 
+With a :class:`Writable` (constrained decoding on a question), every literal comes from
+somewhere: a string is a span of the question or of an earlier observation, or a value
+a tool declares; a number is one the question or an observation writes; enums and
+booleans are the declared ones; else ``$N``. Few-shot examples show shapes, and their
+values cannot be written unless the question has them.
+
 Not constrained: ``$N`` written inside a string (a template), string ``pattern`` and
 ``format``, numeric bounds and ``minItems``/``maxItems``. Parameter names are the
 schema's, which are aliases for pydantic fields that have them.
@@ -32,6 +38,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from llm_compiler.plan import END_OF_PLAN
@@ -53,25 +60,18 @@ int ::= "-"? ("0" | [1-9] [0-9]{0,17})
 num ::= int ("." [0-9]{1,17})? ([eE] [-+]? [0-9]{1,3})?
 thought ::= "Thought: " [^\n]+ "\n"
 """
-#: A string that, if it starts with a capital letter, starts with a whole name. (Letting
-#: codes such as ``USD`` start freely let the model, denied ``Dauphin``, write ``DNR``;
-#: letting a name run on, ``Rhineland``.)
-_NAME_STR = (
-    r'"\"" (name-lit ([^"\\a-zA-Z0-9\x00-\x1F\x7F] str-char{0,MAX_REST})? '
-    r'| [^"\\A-Z\x00-\x1F\x7F] str-char{0,MAX_REST} '
-    r'| "\\" (["\\nrt] | "u" [0-9a-fA-F]{4}) str-char{0,MAX_REST})? "\""'
-)
 _TERMINALS = _TERMINALS.replace("MAX_STRING", str(MAX_STRING))
-_NAME_STR = _NAME_STR.replace("MAX_REST", str(MAX_STRING - 1))
 #: An arithmetic expression's string: no capital letter (``"MSFT - AAPL"`` names, it does
 #: not compute; functions such as ``sqrt`` and references ``$1`` stay).
 _EXPR_STR = r'"\"" ([^"\\A-Z\x00-\x1F\x7F] | "\\" ["\\nrt])* "\""'
 #: Most characters between the references of an expression (a model denied the
 #: references it copies may otherwise write digits until its token budget ends).
 MAX_EXPRESSION_RUN = 60
-#: Numbers an expression may always write (``"($1 - $2) / 2"``, ``"$1 * 100"``).
-SMALL_NUMBERS = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "100", "1000")
-_RESERVED = ("root", "str", "str-char", "int", "num", "thought", "name-str", "name-lit", "expr-str")
+_RESERVED = ("root", "str", "str-char", "int", "num", "thought", "expr-str")
+#: A word or a sign of a text a string argument may copy spans of.
+_TOKEN = re.compile(r"[^\W_]+(?:[.\-_/:@][^\W_]+)*|\S")
+#: Most words of all texts whose spans a plan may copy.
+MAX_SPAN_TOKENS = 600
 _DIALECTS = {
     # true/false/null words, and how a reference to task N is written.
     "py": {"true": "True", "false": "False", "null": "None", "ref": "${}"},
@@ -98,70 +98,172 @@ def value_literal(value: Any, dialect: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+@dataclass(frozen=True)
+class Writable:
+    """What a constrained plan may write (see the module docstring).
+
+    Attributes:
+        texts: A string argument is a span of one of these: whole words, in order, as
+            written (the question, then what earlier rounds found).
+        values: Or, in a call of a tool, one of the values it declares whole (codes its
+            description lists), by tool.
+        numbers: A number argument (and a number in an expression) is one of these.
+        compute: The tool that evaluates arithmetic (the calculator): its string
+            argument is ``$N`` references, `numbers` and operators.
+        exclude: Calls not to write again, by tool: the values of each failed or
+            rejected call's required arguments, in order (``{"lookup": [("Yangtze",
+            "height_m")]}``).
+        suggest: For a call `exclude` constrains, by tool and by the values of its
+            other required arguments: the only values its last required argument, an
+            enum, may then take (those its failure named).
+        text_ids: Earlier tasks whose results are texts: expressions do not name them.
+        needs: Tools the plan calls before its ``join()`` (those the question names).
+    """
+
+    texts: tuple[str, ...] = ()
+    values: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    numbers: tuple[str, ...] = ()
+    compute: str | None = None
+    exclude: Mapping[str, Sequence[tuple[Any, ...]]] = field(default_factory=dict)
+    suggest: Mapping[str, Mapping[tuple[Any, ...], Sequence[Any]]] = field(default_factory=dict)
+    text_ids: tuple[int, ...] = ()
+    needs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Text:
+    """A text whose spans a string may be: its tokens, the gap after each, and the
+    rule that writes the span starting at each token."""
+
+    tokens: tuple[str, ...]
+    gaps: tuple[str, ...]
+    starts: tuple[str, ...]
+
+
+def _json_text(text: str) -> str:
+    """`text` as a GBNF literal of its JSON string body."""
+    return gbnf_literal(json.dumps(text, ensure_ascii=False)[1:-1])
+
+
+def _is_word(token: str) -> bool:
+    return any(c.isalnum() for c in token)
+
+
 class _Rules:
     """GBNF rules by name; identical bodies share one rule.
 
-    `string` is the rule of a string value: ``str``, or one whose capitalized start
-    must be one of the given names (see :func:`plan_grammar`).
+    `string`, `integer` and `number` are the rules of such values: free (``str``,
+    ``int``, ``num``) without a :class:`Writable`, else what it allows ('' when
+    nothing: such an argument can only be a reference).
     """
 
-    def __init__(self, names: Sequence[str] = ()) -> None:
+    def __init__(self, writable: Writable | None = None) -> None:
         self.rules: dict[str, str] = {}
         self._names: dict[str, str] = {}
-        self.string = "str"
-        self._name_list = list(names)
-        self.expression_numbers: Sequence[str] | None = None
-        self.small_numbers = True
-        self.operands: Sequence[str] = ()
-        self.operand_count = 0
-        if names:
-            self.string = "name-str"
-            self.rules["name-str"] = _NAME_STR
-            self.rules["name-lit"] = " | ".join(
-                gbnf_literal(json.dumps(n, ensure_ascii=False)[1:-1]) for n in names
-            )
+        self.writable = writable
+        self.string, self.integer, self.number = "str", "int", "num"
+        self._texts: list[_Text] = []
+        if writable is not None:
+            self._texts = self._span_texts(writable.texts)
+            self.string = self.string_except(())
+            ints = [n for n in writable.numbers if re.fullmatch(r"\d+", n)]
+            self.integer = self._choice("w-int", ints)
+            self.number = self._choice("w-num", list(writable.numbers))
 
-    def string_except(self, values: Sequence[str]) -> str | None:
-        """A string rule that cannot be any of `values` (None if it cannot say so:
-        without names, or for a value that starts with no capital letter)."""
-        if self.string != "name-str" or not all(v[:1].isupper() for v in values):
-            return None
-        # Nor a shorter name the value starts with: "Leonardo" would run on as
-        # "Leonardo da Vinci".
-        names = [
-            n
-            for n in self._name_list
-            if not any(v == n or re.match(re.escape(n) + r"[^\w]", v) for v in values)
-        ]
-        if not names:  # only text that starts with no capital letter
-            rule = rf'"\"" ([^"\\A-Z\x00-\x1F\x7F] str-char{{0,{MAX_STRING - 1}}})? "\""'
-            return self.add("str-lower", rule)
-        lits = " | ".join(gbnf_literal(json.dumps(n, ensure_ascii=False)[1:-1]) for n in names)
-        lit = self.add("name-lit-except", lits)
-        return self.add("name-str-except", _NAME_STR.replace("name-lit", lit))
+    def _choice(self, hint: str, values: Sequence[str]) -> str:
+        if not values:
+            return ""
+        return self.add(hint, " | ".join(gbnf_literal(v) for v in dict.fromkeys(values)))
 
-    def expression(self, without: str = "", refs: Sequence[int] | None = None) -> str:
-        """The rule of an arithmetic expression's string (`without` these characters).
+    def _span_texts(self, texts: Sequence[str]) -> list[_Text]:
+        """One rule per token: its span goes on to the next token's or ends (only
+        after a word)."""
+        out, budget = [], MAX_SPAN_TOKENS
+        for t, text in enumerate(texts):
+            found = list(_TOKEN.finditer(text))[:budget]
+            while found and not _is_word(found[-1].group()):
+                found.pop()
+            budget -= len(found)
+            tokens = tuple(m.group() for m in found)
+            gaps = tuple(
+                " " if a.end() < b.start() else "" for a, b in zip(found, found[1:], strict=False)
+            ) + ("",)
+            starts: list[str] = [""] * len(tokens)
+            for i in reversed(range(len(tokens))):
+                body = _json_text(tokens[i])
+                if i + 1 < len(tokens):
+                    rest = f"{gbnf_literal(gaps[i])} {starts[i + 1]}" if gaps[i] else starts[i + 1]
+                    body += f" ({rest})?" if _is_word(tokens[i]) else f" {rest}"
+                starts[i] = self.add(f"sp{t}-{i}", body)
+            out.append(_Text(tokens, gaps, tuple(starts)))
+        return out
+
+    def string_except(self, values: Sequence[str], declared: Sequence[str] = ()) -> str:
+        """A string rule: a span of the texts or one of `declared`, none of `values`.
+
+        At a token where an excluded value starts, the span goes on through a chain
+        of its own that cannot stop where that value ends ('' if nothing is left)."""
+        banned = set(values)
+        longest = max((len(v) for v in banned), default=0)
+        options = [_json_text(v) for v in declared if v not in banned]
+        for t, text in enumerate(self._texts):
+            for i, token in enumerate(text.tokens):
+                if _is_word(token):
+                    options.append(self._start_except(t, text, i, banned, longest))
+        body = _alt(o for o in options if o)
+        if not body:
+            return ""
+        hint = "span-str" if not banned and not declared else "span-str-x"
+        return self.add(hint, f'"\\"" {body} "\\""')
+
+    def _start_except(self, t: int, text: _Text, i: int, banned: set[str], longest: int) -> str:
+        """The span rule at token `i` of `text`, with no span one of `banned`."""
+        ends, written = set(), ""
+        for j in range(i, len(text.tokens)):
+            written += text.tokens[j]
+            if len(written) > longest:
+                break
+            if written in banned:
+                ends.add(j)
+            written += text.gaps[j]
+        if not ends:
+            return text.starts[i]
+        last = max(ends)
+        chain: dict[int, str] = {}  # token j of the span from i: its rule, '' if none
+        for j in reversed(range(i, last + 1)):
+            if j < last:
+                after = chain[j + 1]
+            else:
+                after = text.starts[j + 1] if j + 1 < len(text.tokens) else ""
+            gap = gbnf_literal(text.gaps[j]) if text.gaps[j] else ""
+            goes_on = f"{gap} {after}".strip() if after else ""
+            token = _json_text(text.tokens[j])
+            may_stop = j not in ends and _is_word(text.tokens[j])
+            if goes_on and may_stop:
+                chain[j] = self.add(f"sx{t}-{i}-{j}", f"{token} ({goes_on})?")
+            elif goes_on or may_stop:
+                chain[j] = self.add(f"sx{t}-{i}-{j}", f"{token} {goes_on}".strip())
+            else:
+                chain[j] = ""
+        return chain[i]
+
+    def expression(self, refs: Sequence[int] | None = None) -> str:
+        """The rule of an arithmetic expression's string: no capital letter.
 
         With `refs`, a ``$N`` inside it names one of them (``"$1 - $2"`` on a replan
         cannot name a task that failed), and not one named before in it; else ``$`` is
-        free. With `operands` set, only their chains (:meth:`_operands_expression`).
+        free. With a :class:`Writable`, each number in it is one of its numbers, whole.
         """
-        excluded = "".join(f"\\x{ord(c):02X}" for c in without)
-        if self.operands:
-            return self._operands_expression(without)
         if refs is None:
-            self.rules.setdefault("expr-str", _EXPR_STR.replace("A-Z", "A-Z" + excluded))
+            self.rules.setdefault("expr-str", _EXPR_STR)
             return "expr-str"
-        plain = f'[^"\\\\$A-Z{excluded}\\x00-\\x1F\\x7F]'
+        plain = '[^"\\\\$A-Z\\x00-\\x1F\\x7F]'
         item = f'({plain} | "\\\\" ["\\\\nrt]){{0,{MAX_EXPRESSION_RUN}}}'
         after = plain.replace("A-Z", "A-Z0-9")  # no digit after $N: "$12" is not "$1"
-        if self.expression_numbers is not None:  # each number whole, one of them
-            small = SMALL_NUMBERS if self.small_numbers else ()
-            forms = [*dict.fromkeys([*self.expression_numbers, *small])]
-            number = self.add("expr-num", " | ".join(gbnf_literal(n) for n in forms))
-            unit = f'({after} | "\\\\" ["\\\\nrt] | {number} {after})'
-            item = f"{unit}{{0,{MAX_EXPRESSION_RUN}}} {number}?"
+        if self.writable is not None:  # each number whole, one of them
+            number = self._choice("expr-num", list(self.writable.numbers))
+            unit = f'({after} | "\\\\" ["\\\\nrt]' + (f" | {number} {after})" if number else ")")
+            item = f"{unit}{{0,{MAX_EXPRESSION_RUN}}}" + (f" {number}?" if number else "")
         ids = sorted(set(refs))
         if not ids:
             return self.add("expr-str-0", f'"\\"" {item} "\\""')
@@ -174,25 +276,6 @@ class _Rules:
             firsts.append(f'"{i}" ({after} {rest})?')
         body = f'"\\"" {item} ("$" ({" | ".join(firsts)}))? "\\""'
         return self.add(f"expr-str-{len(refs)}", body)
-
-    def _operands_expression(self, without: str) -> str:
-        """Each ordered choice of ``operand_count`` different `operands`, joined by
-        an operator not in `without` (``"36000 + 183000"``)."""
-        ops = _alt(gbnf_literal(f" {o} ") for o in "+-*/" if o not in without) or '" + "'
-        items = [gbnf_literal(o) for o in self.operands]
-
-        def chains(left: list[int], n: int) -> str:
-            if n == 0:
-                return ""
-            return _alt(
-                f"{items[i]} {ops} {rest}".strip()
-                if (rest := chains(left[:k] + left[k + 1 :], n - 1))
-                else items[i]
-                for k, i in enumerate(left)
-            )
-
-        body = chains(list(range(len(items))), self.operand_count)
-        return self.add("expr-operands", f'"\\"" {body} "\\""')
 
     def add(self, hint: str, body: str) -> str:
         if body in self._names:
@@ -212,8 +295,11 @@ class _Rules:
 
 
 def _alt(options: Iterable[str]) -> str:
+    """One of `options` ('' ones left out; '' if none is left)."""
     unique = list(dict.fromkeys(o for o in options if o))
-    return unique[0] if len(unique) == 1 else "(" + " | ".join(unique) + ")"
+    if len(unique) <= 1:
+        return unique[0] if unique else ""
+    return "(" + " | ".join(unique) + ")"
 
 
 class _Values:
@@ -224,6 +310,8 @@ class _Values:
         self.words = _DIALECTS[dialect]
         self.ref_ids = sorted(ref_ids)
         self._ref: str | None = None
+        self.declared: Sequence[str] = ()  # the values the called tool declares
+        self.string = rules.string
 
     @property
     def ref(self) -> str:
@@ -237,7 +325,8 @@ class _Values:
         return gbnf_literal(value_literal(value, self.dialect))
 
     def value(self, schema: Mapping[str, Any], hint: str, depth: int = 0) -> str:
-        """An expression for a value of `schema` or a reference."""
+        """An expression for a value of `schema` or a reference ('' if none can be
+        written)."""
         return _alt([self.ref, self.typed(schema, hint, depth)])
 
     def typed(self, schema: Mapping[str, Any], hint: str, depth: int) -> str:  # noqa: C901
@@ -250,11 +339,11 @@ class _Values:
             return _alt(self.typed(b, hint, depth + 1) for b in branches)
         kind = schema.get("type")
         if kind == "string":
-            return self.rules.string
+            return self.string
         if kind == "integer":
-            return "int"
+            return self.rules.integer
         if kind == "number":
-            return "num"
+            return self.rules.number
         if kind == "boolean":
             return f"({gbnf_literal(self.words['true'])} | {gbnf_literal(self.words['false'])})"
         if kind == "null":
@@ -264,7 +353,7 @@ class _Values:
             item = self.value(
                 items if isinstance(items, Mapping) else {}, hint + "-item", depth + 1
             )
-            body = f'"[" ({item} (", " {item})*)? "]"'
+            body = f'"[" ({item} (", " {item})*)? "]"' if item else '"[]"'
             return self.rules.add(f"{hint}-list-{self.dialect}-{self.tag}", body)
         if kind == "object" and schema.get("properties") and depth < 8:
             return self.record(schema, hint, depth)
@@ -272,11 +361,15 @@ class _Values:
 
     def record(self, schema: Mapping[str, Any], hint: str, depth: int) -> str:
         required = set(schema.get("required", ()))
+        props = schema["properties"].items()
+        values = {k: self.value(v, f"{hint}-{k}", depth + 1) for k, v in props}
+        if any(not values[k] for k in required if k in values):
+            return ""
         items = [
-            (f"{gbnf_literal(json.dumps(k) + ': ')} {self.value(v, f'{hint}-{k}', depth + 1)}", k)
-            for k, v in schema["properties"].items()
+            (f"{gbnf_literal(json.dumps(k) + ': ')} {e}" if e else "", k in required)
+            for k, e in values.items()
         ]
-        chain = _first(self.rules, [(e, k in required) for e, k in items], f"{hint}-{self.tag}")
+        chain = _first(self.rules, items, f"{hint}-{self.tag}")
         return self.rules.add(f"{hint}-obj-{self.dialect}-{self.tag}", f'"{{" {chain} "}}"')
 
     def any(self) -> str:
@@ -284,11 +377,13 @@ class _Values:
         name = f"any-{self.dialect}-{self.tag}"
         if name not in self.rules.rules:
             w = self.words
-            scalars = " | ".join(["str", "num"] + [gbnf_literal(w[k]) for k in w if k != "ref"])
+            written = [r for r in (self.rules.string, self.rules.number) if r]
+            scalars = " | ".join(written + [gbnf_literal(w[k]) for k in w if k != "ref"])
+            key = self.rules.string or "str"
             self.rules.rules[name] = (
                 f"{self.ref + ' | ' if self.ref else ''}{scalars}"
                 f' | "[" ({name} (", " {name})*)? "]"'
-                f' | "{{" (str ": " {name} (", " str ": " {name})*)? "}}"'
+                f' | "{{" ({key} ": " {name} (", " {key} ": " {name})*)? "}}"'
             )
         return name
 
@@ -298,6 +393,8 @@ def _tail(rules: _Rules, items: list[tuple[str, bool]], hint: str, i: int = 0) -
     if i >= len(items):
         return ""
     expr, required = items[i]
+    if not expr:  # an optional argument that has no value
+        return _tail(rules, items, hint, i + 1)
     rest = _tail(rules, items, hint, i + 1)
     head = f'", " {expr}' if required else f'(", " {expr})?'
     return rules.add(f"{hint}-tail{i}", f"{head} {rest}".strip())
@@ -308,6 +405,8 @@ def _first(rules: _Rules, items: list[tuple[str, bool]], hint: str, i: int = 0) 
     if i >= len(items):
         return ""
     expr, required = items[i]
+    if not expr:  # an optional argument that has no value
+        return _first(rules, items, hint, i + 1)
     written = f"{expr} {_tail(rules, items, hint, i + 1)}".strip()
     if required:
         return rules.add(f"{hint}-first{i}", written)
@@ -321,64 +420,63 @@ def _positional(rules: _Rules, values: list[str], kw: list[tuple[str, bool]], hi
 
     def after(i: int) -> str:  # `i` positional arguments written so far
         if i >= len(values):
-            return ""
+            return _tail(rules, kw, hint, i)
         tail = _tail(rules, kw, hint, i)
         more = f'", " {values[i]} {after(i + 1)}'.strip()
         return rules.add(f"{hint}-pos{i}", f"{more} | {tail}" if tail else f"({more})?")
 
-    if not values:
-        return ""
     first = _first(rules, kw, hint)
+    if not values:
+        return first
     return rules.add(f"{hint}-args", f"{values[0]} {after(1)}".strip() + f" | {first}")
 
 
-def _tool_call(
-    rules: _Rules,
-    spec: ToolSpec,
-    index: int,
-    values: dict[str, _Values],
-    compute: str | None = None,
-    exclude: Sequence[tuple[Any, ...]] = (),
-    suggest: Mapping[tuple[Any, ...], Sequence[Any]] | None = None,
-    narrow: Mapping[str, Sequence[Any]] | None = None,
-    texts: Iterable[int] = (),
-) -> str:
-    """One tool's call on one line, in call form or JSON form (`compute`: its string
-    arguments are arithmetic without these characters, see ``_EXPR_STR``, naming no
-    task of `texts`; `exclude`: the required arguments' values of calls it may not
-    repeat; `suggest`, `narrow`: see :func:`plan_grammar`)."""
+def _tool_call(rules: _Rules, spec: ToolSpec, index: int, values: dict[str, _Values]) -> str | None:
+    """One tool's call on one line, in call form or JSON form; None if a required
+    argument can have no value (a number where nothing wrote one).
+
+    The calculator's (`Writable.compute`) string arguments are arithmetic, naming no
+    task whose result is a text; a call `Writable.exclude` lists is not written again.
+    """
     hint = f"t{index}-{spec.name}-{values['py'].tag}"
-    if spec.call_form and exclude and compute is None:
+    writable = rules.writable or Writable()
+    declared = tuple(writable.values.get(spec.name, ()))
+    for v in values.values():
+        v.declared = declared
+        v.string = (
+            rules.string_except((), declared) if rules.writable and declared else rules.string
+        )
+    compute = writable.compute == spec.name
+    exclude = writable.exclude.get(spec.name, ())
+    if spec.call_form and exclude and not compute:
+        suggest = writable.suggest.get(spec.name)
         excluding = _excluding_call(rules, spec, index, values["py"], exclude, hint, suggest)
         if excluding is not None:
-            return excluding
-    schemas = [
-        {**p.schema, "enum": list(narrow[p.name])} if narrow and p.name in narrow else p.schema
+            return excluding or None
+    v = values["py" if spec.call_form else "json"]
+    refs = [i for i in v.ref_ids if i not in set(writable.text_ids)]
+    typed = [
+        _alt([v.ref, rules.expression(refs)])
+        if compute and p.schema.get("type") == "string"
+        else v.value(p.schema, f"t{index}-{p.name}")
         for p in spec.params
     ]
+    if any(p.required and not e for p, e in zip(spec.params, typed, strict=True)):
+        return None
     if spec.call_form:
-        v = values["py"]
-        unnamed = set(texts)
-        refs = [i for i in v.ref_ids if i not in unnamed]
-        typed = [
-            _alt([v.ref, rules.expression(compute, refs)])
-            if compute is not None and p.schema.get("type") == "string"
-            else v.value(schema, f"t{index}-{p.name}")
-            for p, schema in zip(spec.params, schemas, strict=True)
-        ]
         kw = [
-            (f"{gbnf_literal(p.name + '=')} {e}", p.required)
+            (f"{gbnf_literal(p.name + '=')} {e}" if e else "", p.required)
             for p, e in zip(spec.params, typed, strict=True)
         ]
-        args = _positional(rules, typed, kw, hint)
+        # Positional up to the first argument that has no value (an optional one).
+        prefix = typed[: next((i for i, e in enumerate(typed) if not e), len(typed))]
+        args = _positional(rules, prefix, kw, hint)
         body = f"{gbnf_literal(spec.name + '(')} {args} {gbnf_literal(')')}".replace("  ", " ")
     else:
-        v = values["json"]
         kw = [
-            (f"{gbnf_literal(json.dumps(p.name) + ': ')} {v.value(schema, f't{index}-{p.name}')}",
-             p.required)
-            for p, schema in zip(spec.params, schemas, strict=True)
-        ]  # fmt: skip
+            (f"{gbnf_literal(json.dumps(p.name) + ': ')} {e}" if e else "", p.required)
+            for p, e in zip(spec.params, typed, strict=True)
+        ]
         args = _first(rules, kw, hint)
         head = gbnf_literal("{" + json.dumps(spec.name) + ": {")
         body = f"{head} {args} {gbnf_literal('}}')}".replace("  ", " ")
@@ -394,14 +492,15 @@ def _excluding_call(
     hint: str,
     suggest: Mapping[tuple[Any, ...], Sequence[Any]] | None = None,
 ) -> str | None:
-    """A call with its required arguments, positional, that is none of `exclude`.
+    """A call with its required arguments, positional, that is none of `exclude`
+    ('' if every call is excluded).
 
     Each tuple holds a failed call's required values in order. Written as a tree: at
     each argument, one of the failed calls' values (then the rest must differ) or a
-    value none of them has (then any rest). A string differs by its name
+    value none of them has (then any rest). A string differs by being another span
     (:meth:`_Rules.string_except`), an enum by its other values (only those `suggest`
     gives for the values before it, if it gives some); None if an argument cannot be
-    told apart (a number), or the tool has optional arguments only.
+    told apart (a number, a free string), or the tool has optional arguments only.
     """
     params = [p for p in spec.params if p.required]
     if not params:
@@ -434,7 +533,7 @@ def _excluding_call(
             differ = _alt(v.lit(x) for x in rest_hinted)
         if differ is None:
             raise _CannotExclude
-        if differ:
+        if differ or v.ref:
             options.append(f"{sep}{_alt([v.ref, differ])} {general(i + 1)}".strip())
         if not options:
             return None
@@ -445,7 +544,7 @@ def _excluding_call(
     except _CannotExclude:
         return None
     if args is None:
-        return None
+        return ""
     body = f"{gbnf_literal(spec.name + '(')} {args} {gbnf_literal(')')}"
     return rules.add(hint, body)
 
@@ -454,21 +553,18 @@ def _other_value(
     rules: _Rules, v: _Values, schema: Mapping[str, Any], taken: list[Any]
 ) -> str | None:
     """A value of `schema` none of `taken` ('' if there is none; None if a grammar
-    cannot tell: only enums and names can be told apart)."""
+    cannot tell: only enums and written strings can be told apart)."""
     if isinstance(schema.get("enum"), list) and schema["enum"]:
         rest = [x for x in schema["enum"] if x not in taken]
         return _alt(v.lit(x) for x in rest) if rest else ""
-    if schema.get("type") == "string" and all(isinstance(x, str) for x in taken):
-        return rules.string_except(taken)
+    written = rules.writable is not None and schema.get("type") == "string"
+    if written and all(isinstance(x, str) for x in taken):
+        return rules.string_except(taken, v.declared)
     return None
 
 
 class _CannotExclude(Exception):
     """An argument of a failed call that a grammar cannot tell apart from others."""
-
-
-def _without(spec: ToolSpec, compute: str | None, without: str) -> str | None:
-    return without if spec.name == compute else None
 
 
 def json_line_tools(tools: Sequence[Any]) -> list[str]:
@@ -486,18 +582,7 @@ def plan_grammar(
     max_tasks: int = DEFAULT_MAX_TASKS,
     known_ids: Iterable[int] = (),
     allow_thoughts: bool = True,
-    names: Sequence[str] = (),
-    require: str | None = None,
-    avoid: Iterable[str] = (),
-    compute: str | None = None,
-    compute_without: str = "",
-    exclude: Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
-    compute_numbers: Sequence[str] | None = None,
-    suggest: Mapping[str, Mapping[tuple[Any, ...], Sequence[Any]]] | None = None,
-    narrow: Mapping[str, Mapping[str, Sequence[Any]]] | None = None,
-    compute_texts: Iterable[int] = (),
-    compute_small: bool = True,
-    compute_operands: tuple[Sequence[str], int] = ((), 0),
+    writable: Writable | None = None,
 ) -> str:
     """GBNF for a plan over `tools` (BaseTools or callables), numbered from `first_id`.
 
@@ -507,110 +592,66 @@ def plan_grammar(
         max_tasks: Most tool calls before ``join()`` is forced.
         known_ids: Ids of earlier rounds' tasks, which ``$N`` may also name.
         allow_thoughts: Allow a ``Thought: ...`` line before each numbered line.
-        names: Names a string argument can copy (from the question and what earlier
-            rounds found): a string that starts with a capital letter (``"Danube"``,
-            ``"USD"``, not ``"the Danube"``) starts with one of them, so a small model
-            copies ``Danube`` instead of retyping it as ``Dauphin``. Other strings are
-            free. None given: every string is free.
-        require: A tool the plan must call before ``join()`` (the calculator, for a
-            question that compares quantities); ignored if it is not among `tools`.
-        avoid: Tools not called before `require`'s call (tools of text results, whose
-            results a calculator cannot read).
-        compute: A tool that evaluates arithmetic (the calculator): its string
-            arguments have no capital letters (``"$1 - $2"``, ``"8849 - 8611"``, never
-            ``"MSFT - AAPL"``, which names what it should compute on).
-        compute_without: Characters `compute`'s expressions do not use (``-`` for a
-            question that adds up: a small model copies the examples' ``"$1 - $2"``).
-        exclude: Calls a replan may not write again, by tool: the values of each
-            failed call's required arguments, in order (``{"lookup": [("Yangtze",
-            "height_m")]}``). Such a tool is then called with its required arguments,
-            positional; a tool whose failed values cannot be told apart (numbers)
-            keeps its usual call.
-        compute_numbers: If given, the numbers `compute`'s expressions may write (each
-            whole), besides ``SMALL_NUMBERS`` and references: those of the question and
-            of what earlier rounds found. A small model otherwise copies the
-            calculator's docstring example (``"(8849 - 8611) / 2"``) into a plan about
-            share prices.
-        suggest: For a call `exclude` constrains, by tool and by the values of its
-            other required arguments: the only values its last required argument, an
-            enum, may then take (those a failure named: "known fields: birth_year,
-            death_year"). ``{"lookup": {("Leonardo da Vinci",): ["birth_year",
-            "death_year"]}}``.
-        narrow: The only values an enum argument may take, by tool and argument
-            (``{"lookup": {"field": ["birth_year"]}}``: the field a question comparing
-            two people's births names), where `exclude` does not constrain the call.
-        compute_texts: Earlier tasks whose results are texts: `compute`'s expressions
-            do not name them (a calculator cannot read a profile; it writes the
-            numbers, which `compute_numbers` lists).
-        compute_small: Whether `compute_numbers` adds ``SMALL_NUMBERS`` (not when the
-            numbers to compute on were found: ``"1 + 2"`` then only copies ``"$1 + $2"``).
+        writable: What literals the plan may write (see :class:`Writable`); None:
+            any value of the declared type.
 
     Returns:
-        The grammar text (root rule ``root``).
+        The grammar text (root rule ``root``). A tool none of whose calls can be
+        written (a required number where nothing wrote one) is left out; if no tool
+        is left, the plan is ``join()`` alone.
     """
     specs = tool_specs(tools)
     if not specs:
         raise ValueError("A plan grammar needs at least one tool.")
     if max_tasks < 1 or first_id < 1:
         raise ValueError("max_tasks and first_id must be at least 1.")
-    rules, known, avoid = _Rules(names), sorted(set(known_ids)), set(avoid)
-    rules.expression_numbers = compute_numbers
-    rules.small_numbers = compute_small
-    rules.operands, rules.operand_count = compute_operands
-    thought = "thought? " if allow_thoughts else ""
-    lines: list[tuple[int, str, str, str]] = []  # id, any call, the required tool's, others'
+    rules, known = _Rules(writable), sorted(set(known_ids))
+    lines: list[dict[str, str]] = []  # by line: each tool's call rule
     for k in range(max_tasks):
-        task_id = first_id + k
-        refs = [i for i in known if i < first_id] + list(range(first_id, task_id))
+        refs = [i for i in known if i < first_id] + list(range(first_id, first_id + k))
         values = {d: _Values(rules, d, refs, f"l{k + 1}") for d in _DIALECTS}
-        calls = [
-            (
-                s.name == require,
-                _tool_call(
-                    rules,
-                    s,
-                    n,
-                    values,
-                    _without(s, compute, compute_without),
-                    (exclude or {}).get(s.name, ()),
-                    (suggest or {}).get(s.name),
-                    (narrow or {}).get(s.name),
-                    compute_texts,
-                ),
-            )
-            for n, s in enumerate(specs)
-        ]
-        any_call = rules.add(f"call-l{k + 1}", " | ".join(c for _, c in calls))
-        calls = [(r, c) for (r, c), s in zip(calls, specs, strict=True) if s.name not in avoid]
-        need, other = (
-            rules.add(f"{hint}-l{k + 1}", chosen)
-            if (chosen := " | ".join(c for r, c in calls if r is wanted))
-            else ""
-            for wanted, hint in ((True, "need"), (False, "other"))
+        lines.append(
+            {s.name: c for n, s in enumerate(specs) if (c := _tool_call(rules, s, n, values))}
         )
-        lines.append((task_id, any_call, need, other))
+    needs = frozenset(writable.needs if writable else ()) & set().union(*lines)
+    plan = _Lines(rules, lines, first_id, "thought? " if allow_thoughts else "")
+    return rules.render(plan.rule(0, needs) or plan.rule(0, frozenset()))
 
-    def join_at(task_id: int) -> str:
-        return gbnf_literal(f"{task_id}. join()\n{END_OF_PLAN}")
 
-    def line(task_id: int, body: str, hint: str = "line") -> str:
-        return rules.add(f"{hint}-{task_id}", f"{thought}({body})" if thought else body)
+class _Lines:
+    """The rules of a plan's lines: line `k` with the tools still to call before
+    ``join()``, numbered from `first_id`; a plan has one task at least."""
 
-    end_id = first_id + max_tasks
-    done = rules.add(f"join-{end_id}", f"{thought}{join_at(end_id)}")
-    todo = "" if require and require in {s.name for s in specs} else None
-    for task_id, call, need, other in reversed(lines):
-        head = gbnf_literal(f"{task_id}. ")
-        if todo is not None:  # lines before the required tool's call: no join yet
-            body = f'{head} ({need} "\\n" {done}' + (
-                f' | {other} "\\n" {todo})' if todo and other else ")"
-            )
-            todo = line(task_id, body, "todo")
-        body = f'{head} {call} "\\n" {done}'
-        if task_id > first_id:  # a plan has at least one task
-            body = f"{join_at(task_id)} | {body}"
-        done = line(task_id, body)
-    return rules.render(todo or done)
+    def __init__(self, rules: _Rules, lines: list[dict[str, str]], first_id: int, thought: str):
+        self.rules, self.lines, self.first_id, self.thought = rules, lines, first_id, thought
+        self._made: dict[tuple[int, frozenset[str]], str] = {}
+
+    def join_at(self, k: int) -> str:
+        return gbnf_literal(f"{self.first_id + k}. join()\n{END_OF_PLAN}")
+
+    def rule(self, k: int, todo: frozenset[str]) -> str:
+        """Line `k` and the rest, `todo` called before the join ('' if it cannot be)."""
+        if (k, todo) in self._made:
+            return self._made[(k, todo)]
+        options = [self.join_at(k)] if not todo and (k or not any(self.lines)) else []
+        if k < len(self.lines):
+            calls = self.lines[k]
+            rest = [c for t, c in calls.items() if t not in todo]
+            nexts = [(rest, todo)] + [([calls[t]], todo - {t}) for t in sorted(todo) if t in calls]
+            head = gbnf_literal(f"{self.first_id + k}. ")
+            for chosen, left in nexts:
+                after = self.rule(k + 1, left) if chosen else ""
+                if after:
+                    options.append(f'{head} {_alt(chosen)} "\\n" {after}')
+        hint = f"line-{self.first_id + k}" + "".join(f"-{t}" for t in sorted(todo))
+        body = " | ".join(options)
+        made = (
+            self.rules.add(hint, f"{self.thought}({body})" if self.thought else body)
+            if body
+            else ""
+        )
+        self._made[(k, todo)] = made
+        return made
 
 
 def joiner_grammar(

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from llm_compiler.dialects import prompting as prompting
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest
 from llm_compiler.dialects.grammar import gbnf_literal
-from llm_compiler.dialects.grounding import answer_names, answer_values, number_forms
+from llm_compiler.dialects.grounding import answer_values, names, number_forms
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import (
     END_OF_RESPONSE,
@@ -125,7 +125,7 @@ def json_examples(examples: str) -> str:
 
 
 def _evidence(answer: str, observed: Sequence[str]) -> list[str]:
-    found = [*number_forms(observed), *answer_names(observed)]
+    found = [*number_forms(observed), *names(observed)]
     hits = {
         v: m.start()
         for v in found

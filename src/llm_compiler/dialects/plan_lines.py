@@ -184,6 +184,7 @@ class PlanParser:
         self._all_known: set[int] = self._earlier | set(self.taken_ids)
         self._offset: int | None = None if self._all_known else 0
         self._alias: dict[int, int] = {}
+        self._calls: dict[str, int] = {}  # each call with arguments written: its task id
         self._parts: list[str] = []  # everything fed, joined on demand (see `text`)
         self._size = 0
         self._tail = ""  # the last characters fed: an end marker may span deltas
@@ -364,6 +365,8 @@ class PlanParser:
             self.joined, self.join_id, self.done = True, task_id, True
             self._all_known.add(task_id)
             return []
+        if self._repeats(task, written):
+            return []
         if len(self.tasks) >= self.max_tasks:
             self._error(
                 f"The plan has more than {self.max_tasks} tasks; task {task_id} and later "
@@ -376,6 +379,18 @@ class PlanParser:
         self._earlier.add(task_id)
         self.tasks.append(task)
         return [task]
+
+    def _repeats(self, task: PlanTask, written: int) -> bool:
+        """Whether `task` calls a tool with the same arguments as an earlier task of the
+        plan: then it is not run, and a later ``$N`` naming it names that task (a call
+        without arguments may repeat)."""
+        if task.error is not None or not (task.args or task.kwargs):
+            return False
+        first = self._calls.setdefault(render_call(task), task.id)
+        if first == task.id:
+            return False
+        self._alias[written] = first
+        return True
 
     def _parse(
         self, task_id: int, body: str, thought: str | None, renumbered: bool, written: int
@@ -399,7 +414,7 @@ class PlanParser:
             earlier=self._earlier,
             round=self.round,
             thought=thought,
-            alias=self._alias if renumbered else None,
+            alias=self._alias if renumbered or self._alias else None,
             written_id=written,
             max_depth=self.max_arg_depth,
         )

@@ -31,14 +31,14 @@ from typing import Any
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest
 from llm_compiler.dialects.grammar import NOT_FOUND, gbnf_literal
 from llm_compiler.dialects.grounding import (
-    answer_names,
-    asks_quantity,
-    compares,
     compute_tool,
+    declared_not_found,
     found_nothing,
+    rejected,
 )
 from llm_compiler.dialects.plan_lines import parse_task_line
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
+from llm_compiler.tools.spec import tool_specs
 
 #: Most sentences an observation offers, most characters of one, and most a part quotes.
 MAX_UNITS, MAX_UNIT_CHARS, MAX_PICKS = 8, 200, 2
@@ -134,11 +134,10 @@ def answer_parts(context: PromptContext) -> list[Part]:
         return seen
 
     calculator = compute_tool(context.tools)
-    computes = compares(context.question)
 
     def about_question(i: int) -> bool:
-        if computes and ok[i].record.tool == calculator:
-            return True  # a calculation for a comparing question ("36000 + 183000")
+        if ok[i].record.tool == calculator:
+            return True  # a calculation was planned for the question ("36000 + 183000")
         for j in {i} | ancestors(i, set()):
             t = ok[j]
             texts = _strings(list(t.args)) + _strings(list(t.kwargs.values()))
@@ -153,17 +152,45 @@ def answer_parts(context: PromptContext) -> list[Part]:
     for i in chosen:
         shown |= {i} | ancestors(i, set())
     results = {i: number_text(t.record.observation or "") for i, t in ok.items()}
+    params = {spec.name: [p.name for p in spec.params] for spec in tool_specs(context.tools)}
     parts, seen = [], set()
     for i in sorted(shown):
-        part = _ranked(_part(ok[i], results, calculator), context.question)
+        part = _ranked(_part(ok[i], results, calculator, params), context.question)
         key = (part.label, part.units)
         if key not in seen:
             seen.add(key)
             parts.append(part)
-    return parts
+    return parts + _extremes([ok[i] for i in sorted(shown)])
 
 
-def _part(task: _Task, results: dict[int, str], calculator: str | None) -> Part:
+def _extremes(tasks: Sequence[_Task]) -> list[Part]:
+    """``highest: Venus (12,104); lowest: Mars (6,779)`` when two or more numbers of one
+    tool differ in one literal argument only (the things a "which" compares); none
+    else. Every number in it is a result shown before."""
+    groups: dict[tuple[str, int], list[tuple[float, str, str]]] = {}
+    for task in tasks:
+        text = (task.record.observation or "").strip()
+        values = [*task.args, *task.kwargs.values()]
+        if task.deps or not _NUMBER.fullmatch(text):
+            continue
+        for k, value in enumerate(values):
+            if isinstance(value, str):
+                rest = tuple(repr(v) for n, v in enumerate(values) if n != k)
+                key = (task.record.tool + repr(rest), k)
+                groups.setdefault(key, []).append((float(text), value, number_text(text)))
+    out = []
+    for found in groups.values():
+        if len({v for v, _, _ in found}) < 2 or len({s for _, s, _ in found}) < len(found):
+            continue
+        high, low = max(found), min(found)
+        text = f"highest: {high[1]} ({high[2]}); lowest: {low[1]} ({low[2]})"
+        out.append(Part(-1, "", (text,)))
+    return out[:1]
+
+
+def _part(
+    task: _Task, results: dict[int, str], calculator: str | None, params: dict[str, list[str]]
+) -> Part:
     record = task.record
     observation = (record.observation or "").strip()
     value = number_text(observation)
@@ -172,14 +199,11 @@ def _part(task: _Task, results: dict[int, str], calculator: str | None) -> Part:
     if record.tool == calculator and len(args) + len(kwargs) == 1:
         expression = str((args or list(kwargs.values()))[0])
         return Part(record.id, "", (f"{expression} = {value}",))
-    if task.deps:  # a result computed from others: the call with their values, then it
-        shown = [_show(a) for a in args] + [_show(v) for v in kwargs.values()]
-        return Part(record.id, f"{_readable(record.tool)} of {', '.join(shown)}: ", (value,))
-    texts = _strings(list(task.args)) + _strings(list(task.kwargs.values()))
-    subject = texts[0] if texts else _readable(record.tool)
-    extra = [t.replace("_", " ") for t in texts[1:]]
-    label = subject + (f" ({', '.join(extra)})" if extra else "")
-    if _NUMBER.fullmatch(observation):
+    names = params.get(record.tool, [])
+    written = {**dict(zip(names, task.args, strict=False)), **task.kwargs}
+    named = {**dict(zip(names, args, strict=False)), **kwargs}
+    label = _call_words(record.tool, written, named)
+    if _NUMBER.fullmatch(observation) or task.deps:
         return Part(record.id, f"{label}: ", (value,))
     title = _TITLE.match(observation)
     if title:
@@ -187,16 +211,28 @@ def _part(task: _Task, results: dict[int, str], calculator: str | None) -> Part:
     return Part(record.id, f"{label}: ", tuple(units(observation)))
 
 
+def _call_words(tool: str, written: dict[str, Any], named: dict[str, Any]) -> str:
+    """A call in words: ``flight price (Lisbon)``, ``convert c to f (celsius 4)``,
+    ``lookup (Mont Blanc, height m)``: the tool's name, then each text argument as it
+    was written and each other value (a number, a result) after its parameter's name."""
+    shown = [
+        v.replace("_", " ")
+        if isinstance(written.get(k), str) and isinstance(v, str)
+        else f"{k.replace('_', ' ')} {_show(v)}"
+        for k, v in named.items()
+    ]
+    return _readable(tool) + (f" ({', '.join(shown)})" if shown else "")
+
+
 def _ranked(part: Part, question: str) -> Part:
     """`part` with only the sentences that fit the question best: those that share
-    most words with it (first five letters: ``capitals``/``Capital``), and, for a
-    question that asks a quantity, hold a number; the shortest first. The model picks
+    most words of four letters or more with it (first five letters:
+    ``capitals``/``Capital``); the shortest first. The model picks
     among them; a single best one is forced."""
     wanted = _stems(question) - _stems(part.label)  # not the subject's own words
-    quantity = bool(asks_quantity(question))
 
     def score(unit: str) -> int:
-        return 2 * len(wanted & _stems(unit)) + (quantity and bool(re.search(r"\d", unit)))
+        return len(wanted & _stems(unit))
 
     best = max(score(u) for u in part.units)
     tied = sorted((u for u in part.units if score(u) == best), key=lambda u: len(u.split()))
@@ -204,7 +240,7 @@ def _ranked(part: Part, question: str) -> Part:
 
 
 def _stems(text: str) -> set[str]:
-    return {w[:5] for w in _norm(text).split() if len(w) > 2 and w not in _FILLER}
+    return {w[:5] for w in _norm(text).split() if len(w) > 3}
 
 
 def _show(value: Any) -> str:
@@ -231,57 +267,70 @@ def units(text: str) -> list[str]:
     return out[:MAX_UNITS] or [text.strip()[:MAX_UNIT_CHARS]]
 
 
-def _looked_for(context: PromptContext, only_named: bool = False) -> list[str]:
-    """What the lookups that found nothing looked for (their first text argument):
-    with `only_named`, only those that hold a name as the question writes it (not a
-    lower-case word such as "population" that a lookup took for a name) and that no
-    lookup found."""
+def _looked_for(context: PromptContext, only_named: bool = False) -> list[tuple[bool, str]]:
+    """What the tasks that found nothing looked for, each as (declared, words):
+    ``(True, '"Peru"')`` (its first text argument) where its tool said it found nothing;
+    ``(False, 'get weather ("Berlin") failed (ConnectionError: HTTP 503)')`` where the
+    tool failed or a human rejected the call. With `only_named`, only those about a span
+    of the question that no task found something about."""
     records = [t for r in context.rounds for t in r.tasks]
     ids = [t.id for t in records]
     found: set[str] = set()
-    looked: list[str] = []
+    looked: list[tuple[str, bool, str]] = []
     for record in records:
         if record.skipped:
             continue
         task = _parse(record, [i for i in ids if i < record.id])
-        first = next(iter(_strings(list(task.args)) + _strings(list(task.kwargs.values()))), "")
-        first = first.strip()
-        if not first or re.search(r"\$\d", first):
-            continue
+        texts = _strings(list(task.args)) + _strings(list(task.kwargs.values()))
+        first = next((t.strip() for t in texts if not re.search(r"\$\d", t)), "")
         if not found_nothing(record):
             title = _TITLE.match(record.observation or "")
             found |= {f" {_norm(first)} "} | ({f" {_norm(title.group(1))} "} if title else set())
-        elif first not in looked:
-            looked.append(first)
+        elif first or not declared_not_found(record):
+            said = _failure(record, first)
+            if said not in [s for _, _, s in looked]:
+                looked.append((first, declared_not_found(record), said))
     if only_named:
+        question = f" {_norm(context.question)} "
         looked = [
-            s
-            for s in _as_named(looked, context.question)
-            if not any(f" {_norm(s)} " in f or f in f" {_norm(s)} " for f in found)
+            (first, declared, said)
+            for first, declared, said in looked
+            if _norm(first)
+            and f" {_norm(first)} " in question
+            and not any(f" {_norm(first)} " in f or f in f" {_norm(first)} " for f in found)
         ]
-    return looked[:3]
+    return [(declared, said) for _, declared, said in looked][:3]
 
 
-def _as_named(looked: Sequence[str], question: str) -> list[str]:
-    """Of `looked`, those that hold a name as the question writes it (``Volga river``
-    for "How long is the Volga river?", not ``volga`` nor ``population``)."""
-    named = answer_names([question])
-    return [s for s in looked if any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", s) for n in named)]
+def _failure(record: TaskRecord, first: str) -> str:
+    """What a task that found nothing says: what it looked for, or that it failed."""
+    if declared_not_found(record):
+        return f'"{first}"'
+    call = _readable(record.tool) + (f' ("{first}")' if first else "")
+    if rejected(record):
+        return f"{call} was rejected"
+    error = (record.observation or "").removeprefix("Error:").strip()
+    return f"{call} failed ({error[:120]})" if error else f"{call} failed"
+
+
+def _said(looked: Sequence[tuple[bool, str]]) -> str:
+    """``I could not find "Peru".`` and ``get weather ("Berlin") failed (...).``"""
+    missing = [said for declared, said in looked if declared]
+    failed = [said for declared, said in looked if not declared]
+    out = [f"I {NOT_FOUND} " + " or ".join(missing) + "."] if missing else []
+    return " ".join(out + [f"{said[:1].upper()}{said[1:]}." for said in failed])
 
 
 def not_found_answer(context: PromptContext) -> str:
-    """``I could not find X.``: X what the failed lookups looked for."""
-    looked = _looked_for(context)
-    looked = _as_named(looked, context.question) or looked
-    what = " or ".join(f'"{s}"' for s in looked) if looked else "the answer"
-    return f"I {NOT_FOUND} {what}."
+    """``I could not find X.``: X what the tasks looked for; and which tools failed."""
+    return _said(_looked_for(context)) or f"I {NOT_FOUND} the answer."
 
 
 def missing_note(context: PromptContext) -> str:
-    """`` I could not find "Peru".`` for what the question names and no lookup found,
-    after an answer about the rest (empty if nothing is missing)."""
-    looked = _looked_for(context, only_named=True)
-    return f" I {NOT_FOUND} " + " or ".join(f'"{s}"' for s in looked) + "." if looked else ""
+    """`` I could not find "Peru".`` for what the question names and no task found (or
+    whose tool failed), after an answer about the rest (empty if nothing is missing)."""
+    said = _said(_looked_for(context, only_named=True))
+    return f" {said}" if said else ""
 
 
 def render(parts: Sequence[Part], picks: Sequence[Sequence[str]] | None = None) -> str:
@@ -353,16 +402,10 @@ def select_examples(examples: str, tools: Sequence[Any] = ()) -> str:
         parts = answer_parts(context)
         if not parts:
             continue
-        said = set(_norm(decision.content).split())
-        picks = [
-            [u for u in p.units if said & set(_norm(u).split()) - _FILLER][:1] or p.units[:1]
-            for p in parts
-        ]
+        said = _stems(decision.content)
+        picks = [[u for u in p.units if said & _stems(u)][:1] or p.units[:1] for p in parts]
         out.append(f"{head.strip()}\nAnswer: {render(parts, picks)}\n{END_OF_RESPONSE}\n")
     return "".join(out)
-
-
-_FILLER = frozenset("the a an of in is was and to on at for by m km about".split())
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 from llama_index.core.tools import BaseTool
 
 from llm_compiler.events import TaskReady, TaskResult
-from llm_compiler.tools import call_tool, jsonable
+from llm_compiler.tools import NotFound, call_tool, jsonable
 from llm_compiler.tools.calls import calling
 from llm_compiler.tools.policy import DEFAULT_POLICY, ToolPolicy
 
@@ -124,5 +124,7 @@ def bounded(output: Any, max_chars: int | None) -> Any:
 
 
 def _error(e: BaseException) -> str:
+    """``Error: Class: message``; ``NotFound`` for every subclass of it (a declared fact)."""
     text = str(e)[:2000]
-    return f"Error: {type(e).__name__}: {text}" if text else f"Error: {type(e).__name__}"
+    name = NotFound.__name__ if isinstance(e, NotFound) else type(e).__name__
+    return f"Error: {name}: {text}" if text else f"Error: {name}"

@@ -14,6 +14,7 @@ microseconds even with hundreds of tasks, and a resumed run folds its log once.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -29,6 +30,7 @@ from llm_compiler.engine.state import (
 )
 from llm_compiler.events import PlanEvent, TaskApprovalResponse, TaskResult
 from llm_compiler.plan import PlanTask, iter_refs, resolve_kwargs
+from llm_compiler.tools.results import REJECTED_CALL
 
 #: Runs whose bookkeeping one workflow instance keeps folded (the rest fold again).
 BOOKS_KEPT = 1024
@@ -73,8 +75,11 @@ class Book:
     """Dispatched, not yet settled (an ordered set)."""
     failing: set[int] = field(default_factory=set)
     """Decided not to run; their error result is not settled yet."""
-    held: dict[int, None] = field(default_factory=dict)
-    """Ready, waiting for a human's verdict (their tool requires approval)."""
+    held: dict[int, str] = field(default_factory=dict)
+    """Ready, waiting for a human's verdict (their tool requires approval): each
+    task's call as text (its tool and arguments)."""
+    rejected: set[str] = field(default_factory=set)
+    """Calls a human rejected: the same call later in the run is not asked again."""
     edits: dict[int, dict[str, Any]] = field(default_factory=dict)
     """Arguments a verdict replaced, by task (approved tasks have an entry, maybe empty)."""
     using: dict[str, int] = field(default_factory=dict)
@@ -178,8 +183,15 @@ class Book:
             message = f"Skipped: it needs the result of task {which}, which failed."
             out.failed.append((task, message, True))
         elif self.rules.of(task.tool).requires_approval:
-            self.held[task.id] = None
-            out.held.append((task, self.arguments(task, outcomes)))
+            args = self.arguments(task, outcomes)
+            call = f"{task.tool} {json.dumps(args, sort_keys=True, default=repr)}"
+            if call in self.rejected:
+                self.failing.add(task.id)
+                message = f"Error: {REJECTED_CALL} before; the same call is not asked again."
+                out.failed.append((task, message, False))
+                return
+            self.held[task.id] = call
+            out.held.append((task, args))
         else:
             self._queue(task.id)
 
@@ -191,11 +203,12 @@ class Book:
         tid = verdict.task_id
         if tid not in self.held:
             return  # not held (facts_of lets no such verdict in)
-        del self.held[tid]
+        call = self.held.pop(tid)
         if verdict.action == "reject":
+            self.rejected.add(call)
             self.failing.add(tid)
             why = f": {verdict.reason}" if verdict.reason else "."
-            out.failed.append((tasks[tid], f"Error: a human rejected this call{why}", False))
+            out.failed.append((tasks[tid], f"Error: {REJECTED_CALL}{why}", False))
             return
         self.edits[tid] = dict(verdict.args or {}) if verdict.action == "edit" else {}
         self._queue(tid)

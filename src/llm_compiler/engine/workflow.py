@@ -42,12 +42,7 @@ from workflows.handler import WorkflowHandler
 from llm_compiler._upstream import KnownSteps
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config, split_config
 from llm_compiler.dialects.base import DirectAnswer, ForcedJoin, JoinerDecision, PlanDialect
-from llm_compiler.dialects.grounding import (
-    failed_tasks,
-    replan_reason,
-    uncovered_names,
-    uncovered_reason,
-)
+from llm_compiler.dialects.grounding import failed_tasks, replan_reason
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.engine.cache import CacheStore, ResultCache
@@ -724,21 +719,18 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         return JoinVerdict(again, calls)
 
     def _nothing_found(self, state: CompilerState, round: int) -> JoinerDecision | None:
-        """A replan, without asking the joiner, of a first round whose lookups found
-        nothing or that left out a name of the question (one like those its calls took,
-        :func:`~llm_compiler.dialects.grounding.uncovered_names`).
+        """A replan, without asking the joiner, of a first round with tasks that raised,
+        timed out or returned nothing (facts only: see
+        :func:`~llm_compiler.dialects.grounding.failed_tasks`; a call a human rejected is
+        no reason).
 
         Only under constrained decoding (small local models, which answer from failed
-        lookups and from half a plan); other models' joiners see the results and decide.
+        lookups); other models' joiners see the results and decide.
         """
         if state.replans or not self._constrained():
             return None
-        prompt = self._prompt(state)
-        failed = failed_tasks(prompt.rounds[round])
-        missing = uncovered_names(prompt)
-        reasons = [replan_reason(failed)] if failed else []
-        reasons += [uncovered_reason(missing)] if missing else []
-        return JoinerDecision("replan", " ".join(reasons)) if reasons else None
+        failed = failed_tasks(self._prompt(state).rounds[round])
+        return JoinerDecision("replan", replan_reason(failed)) if failed else None
 
     async def _decide(
         self, ctx: Context[CompilerState], state: CompilerState, round: int, last: bool

@@ -19,7 +19,6 @@ from types import MappingProxyType
 
 from llama_index.core.tools import BaseTool
 
-from llm_compiler.errors import ToolError
 from llm_compiler.tools.adapt import ToolLike, jsonable, to_tool, tool_map
 from llm_compiler.tools.binding import bind, call_tool, validate_arguments
 from llm_compiler.tools.mcp import (
@@ -30,7 +29,7 @@ from llm_compiler.tools.mcp import (
     tools_from_mcp,
 )
 from llm_compiler.tools.render import action_line, description, signature
-from llm_compiler.tools.results import tool_value
+from llm_compiler.tools.results import REJECTED_CALL, NotFound, ToolError, tool_value
 from llm_compiler.tools.spec import parameters, required
 from llm_compiler.tools.threads import TOOL_THREADS, ToolThreads
 
@@ -77,6 +76,8 @@ __all__ = [
     "MCPServerError",
     "MCPTool",
     "MCPTools",
+    "NotFound",
+    "REJECTED_CALL",
     "TOOL_THREADS",
     "ToolLike",
     "ToolSet",

@@ -22,10 +22,15 @@ from typing import Any
 from llama_index.core.tools import ToolOutput
 from pydantic import BaseModel
 
-from llm_compiler.errors import ToolError as ToolError  # importable here too
+from llm_compiler.errors import NotFound as NotFound  # importable here too
+from llm_compiler.errors import ToolError as ToolError
 
 #: How many wrappers deep a value is unwrapped (a ToolOutput holding a ToolOutput ...).
 _MAX_NESTING = 8
+
+
+#: The observation of a call a human rejected (after ``Error: ``).
+REJECTED_CALL = "a human rejected this call"
 
 
 def tool_value(raw: Any) -> Any:

@@ -16,22 +16,7 @@ from typing import Any, Literal
 
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
 from llm_compiler.dialects.grammar import plan_grammar
-from llm_compiler.dialects.grounding import (
-    avoided_tools,
-    compute_tool,
-    excluded_operators,
-    expression_numbers,
-    failed_calls,
-    found_calls,
-    named_values,
-    operands,
-    operands_found,
-    plan_names,
-    required_tool,
-    suggested_values,
-    text_result_ids,
-    unusable_ids,
-)
+from llm_compiler.dialects.grounding import plan_writable, unusable_ids
 from llm_compiler.dialects.json_joiner import JsonJoinerInput, parse_json_decision
 from llm_compiler.dialects.llmcompiler.prompts import ExampleSource, PlannerInput
 from llm_compiler.dialects.plan_lines import PlanParser, parse_task_line
@@ -90,21 +75,12 @@ class LLMCompilerDialect:
         """Messages for chat models, one few-shot prompt for completion models.
 
         With constrained decoding the request carries a GBNF grammar from the tools
-        (:func:`~llm_compiler.dialects.grammar.plan_grammar`): only given tools, typed arguments,
-        references to earlier tasks, numbered lines, and ``join()`` after at most
-        ``grammar_max_tasks`` tasks (small models otherwise repeat calls); a string that
-        starts with a capital letter starts with a name of the question or of what
-        earlier rounds found (:func:`~llm_compiler.dialects.grounding.plan_names`), and
-        a question that compares quantities calls the calculator before ``join()``
-        (:func:`~llm_compiler.dialects.grounding.required_tool`); a replan cannot write
-        again a call that found nothing (:func:`~llm_compiler.dialects.grounding.failed_calls`)
-        nor refer to its result (:func:`~llm_compiler.dialects.grounding.unusable_ids`),
-        and a call whose enum value failed takes one of the values its error named
-        (:func:`~llm_compiler.dialects.grounding.suggested_values`). The things a
-        comparison compares are read by the field its words name
-        (:func:`~llm_compiler.dialects.grounding.named_values`), and a calculation
-        writes the numbers of earlier texts it needs rather than naming the texts
-        (:func:`~llm_compiler.dialects.grounding.text_result_ids`).
+        (:func:`~llm_compiler.dialects.grammar.plan_grammar`): only given tools, typed
+        arguments, references to earlier tasks that found something, numbered lines,
+        and ``join()`` after at most ``grammar_max_tasks`` tasks (small models otherwise
+        repeat calls); every literal comes from the question, what earlier rounds
+        found, or the tools' declared values, and a replan cannot write again a call
+        that failed (:func:`~llm_compiler.dialects.grounding.plan_writable`).
         """
         inputs = PlannerInput(context, self.planner_examples, self.constrained_examples)
         extras: dict[str, Any] = {}
@@ -116,21 +92,7 @@ class LLMCompilerDialect:
                 first_id=context.next_id,
                 known_ids=sorted(known),
                 max_tasks=min(context.max_tasks, self.grammar_max_tasks),
-                names=plan_names(context.prompt, context.tools),
-                compute=compute_tool(context.tools),
-                compute_without=excluded_operators(context.prompt.question),
-                require=(need := required_tool(context.prompt, context.tools)),
-                avoid=avoided_tools(context.prompt, context.tools) if need else (),
-                exclude=_merged(
-                    failed_calls(context.prompt, context.tools),
-                    found_calls(context.prompt, context.tools),
-                ),
-                compute_numbers=expression_numbers(context.prompt),
-                suggest=suggested_values(context.prompt, context.tools),
-                narrow=named_values(context.prompt.question, context.tools),
-                compute_texts=text_result_ids(context.prompt),
-                compute_small=not operands_found(context.prompt),
-                compute_operands=operands(context.prompt),
+                writable=plan_writable(context.prompt, context.tools),
             )
         if context.prompt.chat:
             return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP, extras=extras)
@@ -197,14 +159,6 @@ class LLMCompilerDialect:
         if self.joiner == "json":
             return parse_json_decision(text)
         return parse_selected(text) if self.joiner == "select" else parse_joiner_output(text)
-
-
-def _merged(*calls: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
-    out: dict[str, list[tuple[Any, ...]]] = {}
-    for by_tool in calls:
-        for tool, values in by_tool.items():
-            out.setdefault(tool, []).extend(v for v in values if v not in out[tool])
-    return out
 
 
 __all__ = ["END_OF_PLAN", "LLMCompilerDialect", "PlanParser", "parse_task_line"]

@@ -216,8 +216,8 @@ def own_tools_example(
 
 def varied_examples(tools: Sequence[BaseTool], compute: str | None = None) -> str:
     """Plans of different shapes with the run's tools, so a plan is not a copy of one:
-    a tool called on two values in parallel; one call whose result feeds another tool
-    (where the declared types fit); with a calculator (`compute`) and a tool that
+    a tool called on two values in parallel; the same, with the first result feeding
+    another tool (where the declared types fit); with a calculator (`compute`) and a tool that
     declares a number, a comparison of two of its results; then one call of a tool the
     others did not show. Empty if no tool can be shown."""
     shown = [(t, s) for t in tools if (s := tool_spec(t)).call_form and s.params]
@@ -256,18 +256,16 @@ def varied_examples(tools: Sequence[BaseTool], compute: str | None = None) -> st
 
 
 def _chain(first: ToolSpec, then: ToolSpec) -> str:
-    """One call whose result feeds another tool: asked as users ask it, the second
-    tool's values said after the first's ("Stock price for Initech in USD.", then
-    ``convert_currency($1, "USD")``); with no values of its own, by the tool's name."""
-    a, b = _call(first, 2), _call(then, 0, 1)
-    assert a is not None and b is not None
-    question = f"{_readable(first.name)} for {_words(a[1])}"
-    if b[1]:
-        question += f" in {_words(b[1])}"
-    else:
-        question = f"{_readable(then.name)} of the {question}"
-    body = f"1. {a[0]}\n2. {b[0]}\n"
-    return f"Question: {question[:1].upper()}{question[1:]}.\n{body}3. join()\n{END_OF_PLAN}\n"
+    """Two calls of one tool, and another tool on the first one's result: asked as users
+    ask it, the second tool's values said after the first's ("Stock price for ACME and
+    Globex; convert currency of the one for ACME in USD."), ``$1`` in its plan."""
+    a, other, b = _call(first, 0), _call(first, 1), _call(then, 0, 1)
+    assert a is not None and other is not None and b is not None
+    question = f"{_readable(first.name)} for {_words(a[1])} and {_words(other[1])}; "
+    question += f"{_readable(then.name)} of the one for {_words(a[1])}"
+    question += f" in {_words(b[1])}" if b[1] else ""
+    body = f"1. {a[0]}\n2. {other[0]}\n3. {b[0]}\n"
+    return f"Question: {question[:1].upper()}{question[1:]}.\n{body}4. join()\n{END_OF_PLAN}\n"
 
 
 def _compare(spec: ToolSpec, calculator: ToolSpec) -> str:
