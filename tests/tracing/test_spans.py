@@ -263,7 +263,7 @@ async def test_a_call_served_from_the_result_cache_says_so_on_its_span(exporter)
         """Look q up."""
         return f"found {q}"
 
-    plan = '1. lookup("a")\n2. lookup("a")\n3. join()<END_OF_PLAN>'
+    plan = '1. lookup("a")\n2. lookup(q="a")\n3. join()<END_OF_PLAN>'  # one call, two forms
     wf = LLMCompilerWorkflow(
         tools=[lookup],
         llm=ScriptedLLM([plan, FINISH]),
