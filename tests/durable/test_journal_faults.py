@@ -76,9 +76,9 @@ async def test_a_barrier_waits_for_the_runs_facts_not_its_stream_events(tmp_path
     gate = asyncio.Event()
     write = journal.driver.write
 
-    async def held(batch: Any, runs: set[str]) -> None:
+    async def held(batch: Any, runs: set[str], epochs: Any) -> Any:
         await gate.wait()
-        await write(batch, runs)
+        return await write(batch, runs, epochs)
 
     journal.driver.write = held  # type: ignore[method-assign]
     try:
