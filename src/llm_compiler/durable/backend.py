@@ -179,15 +179,17 @@ class Durable:
         if epoch is None:
             return False
         await self.journal.barrier(run_id)
-        rows = await self.journal.fetch(
-            f"UPDATE llmc_runs SET {_RELEASE}, idle_since = ? WHERE run_id = ? AND epoch = ?"
-            " RETURNING EXISTS (SELECT 1 FROM llmc_inbox i WHERE i.run_id = llmc_runs.run_id)",
+        await self.journal.fetch(
+            f"UPDATE llmc_runs SET {_RELEASE}, idle_since = ? WHERE run_id = ? AND epoch = ?",
             idle_since,
             run_id,
             epoch,
         )
+        # Read after the release committed: an event sent meanwhile is seen here, or its
+        # sender (which reads the owner after its insert committed) sees the run let go.
+        rows = await self.journal.fetch("SELECT count(*) FROM llmc_inbox WHERE run_id = ?", run_id)
         self.journal.let_go(run_id)
-        waiting = bool(rows and rows[0][0])
+        waiting = bool(rows[0][0])
         if waiting:
             await self.notify_queue()
         return waiting
