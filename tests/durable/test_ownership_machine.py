@@ -22,7 +22,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, seed, settings
+from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -332,6 +332,7 @@ def test_ownership_protocol_holds_under_faults(database: str) -> None:
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.generate],  # a failure prints its steps; no shrinking
     )
     Ownership.database = database
     run_state_machine_as_test(seed(SEED)(Ownership), settings=options)

@@ -1,12 +1,17 @@
 """The journal: what must survive a crash, group-committed to SQLite or Postgres.
 
-Three tables (created at open):
+The tables (:mod:`.schema`, brought up to date at open, once, under a lock):
 
 - ``llmc_runs``: one row per run (its handler id, workflow, status, the worker that holds
-  it, its start event, its result or error, when it went idle);
+  it and its ownership epoch, its start event, its result or error, when it went idle);
 - ``llmc_facts``: the run's facts and the few records it updates (:mod:`.facts`), plus
   ``started`` rows (``round:task``) for tools that must not run twice;
 - ``llmc_events``: the run's event stream, numbered by the worker that holds the run.
+
+Every commit is fenced: a run's rows are written only while the run's row holds the epoch
+this worker took it at (:meth:`Journal.hold`); the rows of a run another worker took over
+are refused, its barriers raise :class:`Fenced` and ``on_fenced`` stops it here. A
+``started`` row must be new (:class:`AlreadyStarted` otherwise). See docs/durability.md.
 
 Writes are queued (:meth:`Journal.put`, never awaited on the spot) and committed by one
 task, all that queued up in one transaction (group commit: however many runs and events
