@@ -30,7 +30,7 @@ from llm_compiler.durable.config import (
     OUTAGE_LIMIT,
     DurableConfig,
 )
-from llm_compiler.durable.journal import RUN_COLUMNS, Journal, RunRecord
+from llm_compiler.durable.journal import RUN_COLUMNS, Fenced, Journal, RunRecord
 from llm_compiler.durable.runtime import JournalRuntime
 from llm_compiler.durable.spec import StoreSpec
 from llm_compiler.durable.workers import FileLiveness, Liveness, PostgresLiveness
@@ -178,7 +178,13 @@ class Durable:
         epoch = self.journal.epochs.get(run_id)
         if epoch is None:
             return False
-        await self.journal.barrier(run_id)
+        try:
+            await self.journal.barrier(run_id)
+        except Fenced:  # another worker holds it already
+            self.journal.let_go(run_id)
+            return False
+        except Exception as e:  # its rows were refused: it is let go all the same
+            logger.warning("Run %s is let go with rows the store refused: %s", run_id, e)
         await self.journal.fetch(
             f"UPDATE llmc_runs SET {_RELEASE}, idle_since = ? WHERE run_id = ? AND epoch = ?",
             idle_since,

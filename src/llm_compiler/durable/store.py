@@ -232,15 +232,17 @@ class JournalStore(AbstractWorkflowStore):
     async def update(self, handler: PersistentHandler) -> None:
         if handler.run_id is None:
             raise ValueError("A served run's handler needs a run id.")
-        new = handler.run_id not in self.held
-        reserved = not new or self.runtime.reserve(handler.run_id)
+        run_id = handler.run_id
+        here = run_id in self.held or run_id in self.journal.epochs
+        reserved = here or self.runtime.reserve(run_id)
         if reserved:
-            self.held[handler.run_id] = handler
-        if reserved and new:  # a new run, held here from its first row
-            self.journal.hold(handler.run_id, 1)
-        self._put(handler, owner=self.durable.worker if reserved else None, epoch=int(reserved))
+            self.held[run_id] = handler
+        if reserved and not here:  # a new run, held here from its first row
+            self.journal.hold(run_id, 1)
+        owner = self.durable.worker if reserved else None
+        self._put(handler, owner=owner, epoch=self.journal.epoch(run_id) or 0)
         if not reserved:  # it waits in the database for a worker: committed now
-            await self.journal.barrier(handler.run_id)
+            await self.journal.barrier(run_id)
         # Otherwise not awaited here: the run's first step, and the start request's response
         # (:meth:`committed`), wait for this row's commit, with the run's first facts.
 
@@ -340,9 +342,10 @@ class JournalStore(AbstractWorkflowStore):
         stored = StoredEvent(run_id=run_id, sequence=seq, timestamp=_at(at), event=event)
         self._events.setdefault(run_id, []).append(stored)
         self.journal.put_event(run_id, seq, at, event.model_dump_json())
-        if seq == 0:  # a stream begins: committed at once, so a resume knows the run ran
-            self.journal.commit_soon()
-        if self._is_terminal_event(stored):
+        terminal = self._is_terminal_event(stored)
+        if seq == 0 or terminal:  # a stream begins (a resume then knows the run ran), or
+            self.journal.commit_soon()  # ends: its readers see it once committed
+        if terminal:
             self._next.pop(run_id, None)
             asyncio.get_running_loop().call_later(60.0, self._forget_events, run_id)
 
