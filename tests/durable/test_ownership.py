@@ -325,3 +325,34 @@ async def test_a_worker_cut_from_its_lock_never_repeats_an_at_most_once_call(dat
         await asyncio.gather(run_a, return_exceptions=True)
         await b_rt.destroy()
         await a_rt.destroy()
+
+
+async def test_a_call_marked_by_its_policy_and_by_itself_starts_once(tmp_path):
+    """An ``at_most_once`` tool that also marks its own start (``at_most_once()``) is one
+    call with one mark: it runs; a second start of that call would be refused."""
+    from llm_compiler import LLMCompilerWorkflow
+    from llm_compiler.durable import at_most_once, durable_runtime
+    from llm_compiler.testing import ScriptedLLM
+
+    marked: list[bool] = []
+
+    async def pay(value: str) -> str:
+        """Pay (declares nothing: at most once)."""
+        marked.append(await at_most_once())
+        marked.append(await at_most_once())
+        return "paid"
+
+    runtime = durable_runtime(f"sqlite:///{tmp_path / 'runs.db'}")
+    finish = "Thought: done.\nAction: Finish(paid)"
+    wf = LLMCompilerWorkflow(
+        tools=[pay],
+        llm=ScriptedLLM(lambda c: finish if "Finish(" in c.prompt else '1. pay("x")\n2. join()'),
+        runtime=runtime,
+        timeout=30,
+    )
+    await runtime.launch()
+    try:
+        assert str(await wf.run(user_msg="pay", run_id="r1")) == "paid"
+    finally:
+        await runtime.destroy()
+    assert marked == [True, True]

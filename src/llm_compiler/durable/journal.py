@@ -243,7 +243,6 @@ class Journal:
         """Called after a commit with the highest committed event of each run it held."""
         self._records: dict[tuple[str, ...], tuple[Statement, tuple[Any, ...]]] = {}
         self._facts: list[tuple[Statement, tuple[Any, ...]]] = []
-        self._started: set[tuple[str, str]] = set()
         self._past: OrderedDict[str, int] = OrderedDict()
         self._runs: set[str] = set()
         self._open: asyncio.Future[None] | None = None
@@ -283,7 +282,6 @@ class Journal:
         self.epochs[run_id] = epoch
         self._past.pop(run_id, None)
         self._failed.pop(run_id, None)
-        self._started = {k for k in self._started if k[0] != run_id}
 
     def let_go(self, run_id: str) -> None:
         """Forget `run_id` (it ended or left this worker) once what is queued is committed."""
@@ -299,7 +297,6 @@ class Journal:
                 while len(self._past) > PAST_KEPT:
                     self._past.popitem(last=False)
             self._failed.pop(run_id, None)
-            self._started = {k for k in self._started if k[0] != run_id}
 
         if self._open is None:
             forget()
@@ -324,10 +321,6 @@ class Journal:
     def put(self, run_id: str, row: Row) -> None:
         """Queue one of the run's rows (a fact stands once; a record is replaced; an
         at-most-once start mark must be new: :class:`AlreadyStarted`)."""
-        if row.kind == "started":
-            if (run_id, row.key) in self._started:  # marked already by this worker
-                return
-            self._started.add((run_id, row.key))
         if row.fact:
             kind = {"start": _START, "started": _STARTED}.get(row.kind, _FACT)
             self._queue(run_id, kind, (run_id, row.kind, row.key, row.body))

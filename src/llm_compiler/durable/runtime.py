@@ -74,6 +74,9 @@ UNGATED_STEPS = frozenset({"schedule", "plan"})
 #: for the facts of their task only.
 CALL_GATED_STEPS = frozenset({"execute"})
 _JOURNAL: ContextVar[Journal | None] = ContextVar("llmc_journal", default=None)
+#: The idempotency key of the call whose start this context committed (one mark per call:
+#: a second mark of a key is refused, :class:`~.journal.AlreadyStarted`).
+_MARKED: ContextVar[str | None] = ContextVar("llmc_marked", default=None)
 
 
 async def at_most_once() -> bool:
@@ -89,9 +92,12 @@ async def at_most_once() -> bool:
     journal, key = _JOURNAL.get(), idempotency_key()
     if journal is None or key is None:
         return False
+    if _MARKED.get() == key:  # its policy marked this call's start already
+        return True
     run_id, round, task = key.rsplit(":", 2)
     journal.put(run_id, Row("started", f"{round}:{task}", "{}"))
     await journal.barrier(run_id)
+    _MARKED.set(key)
     return True
 
 
@@ -318,6 +324,7 @@ class JournalRuntime(BaseRuntimeDecorator):
             key = f"{started.round}:{started.task_id}"
             self.journal.put(started.run_id, Row("started", key, "{}"))
             await self.journal.barrier(started.run_id)
+            _MARKED.set(started.idempotency_key)
 
     def _watch(self, run_id: str, adapter: ExternalRunAdapter) -> None:
         done = asyncio.ensure_future(adapter.get_result())
