@@ -123,7 +123,16 @@ class Ownership(RuleBasedStateMachine):
             self.do(node.durable.stop())
         if self.observer is not None:
             self.observer.terminate()
+        self.loop.run_until_complete(self.settle())
         self.loop.close()
+
+    async def settle(self) -> None:
+        """Cancel what is left (watchers, reconnects) and let closed transports close."""
+        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+        await asyncio.sleep(0.05)
 
     # ------------------------------------------------------------ steps
 
