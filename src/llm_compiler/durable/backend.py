@@ -284,7 +284,7 @@ def prepare(
         lock.claim()
         liveness = lock
     else:
-        liveness = PostgresLiveness(config, release, on_fatal, on_taken=journal.fence_all)
+        liveness = PostgresLiveness(config, release, on_fatal, on_taken=journal.recheck)
     made = runtime(journal)
     if isinstance(liveness, PostgresLiveness):
         made.lease = liveness.lease

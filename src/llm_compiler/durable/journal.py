@@ -125,6 +125,8 @@ _RUN = Statement(
     " completed_at = excluded.completed_at, idle_since = excluded.idle_since",
 )
 Batch = list[tuple[Statement, list[tuple[Any, ...]]]]
+#: A queued row: its statement, its values, the epoch its run was held at when queued.
+_Queued = tuple[Statement, tuple[Any, ...], int | None]
 
 
 class Fenced(RuntimeError):
@@ -142,10 +144,13 @@ class Refused:
 
     fenced: set[str] = field(default_factory=set)
     doubled: set[str] = field(default_factory=set)
+    epochs: dict[str, int | None] = field(default_factory=dict)
+    """The epoch each run was written at."""
 
     def add(self, other: Refused) -> None:
         self.fenced |= other.fenced
         self.doubled |= other.doubled
+        self.epochs.update(other.epochs)
 
 
 @dataclass
@@ -241,9 +246,10 @@ class Journal:
         """Called with a run whose write the fence refused (another worker holds it now)."""
         self.on_events: Callable[[dict[str, int]], None] | None = None
         """Called after a commit with the highest committed event of each run it held."""
-        self._records: dict[tuple[str, ...], tuple[Statement, tuple[Any, ...]]] = {}
-        self._facts: list[tuple[Statement, tuple[Any, ...]]] = []
+        self._records: dict[tuple[str, ...], _Queued] = {}
+        self._facts: list[_Queued] = []
         self._past: OrderedDict[str, int] = OrderedDict()
+        self._checks: set[asyncio.Future[None]] = set()
         self._runs: set[str] = set()
         self._open: asyncio.Future[None] | None = None
         self._last: dict[str, asyncio.Future[None]] = {}
@@ -287,7 +293,7 @@ class Journal:
         """Forget `run_id` (it ended or left this worker) once what is queued is committed."""
 
         def forget(_: object = None) -> None:
-            if self._open is not None and run_id in {str(a[0]) for _, a in self._queued()}:
+            if self._open is not None and run_id in {str(q[1][0]) for q in self._queued()}:
                 self._open.add_done_callback(forget)  # queued again meanwhile
                 return
             self._last.pop(run_id, None)
@@ -303,18 +309,41 @@ class Journal:
         else:
             self._open.add_done_callback(forget)
 
-    def _queued(self) -> list[tuple[Statement, tuple[Any, ...]]]:
+    def _queued(self) -> list[_Queued]:
         return [*self._facts, *self._records.values()]
+
+    def _current(self, queued: list[_Queued]) -> list[tuple[Statement, tuple[Any, ...]]]:
+        """The queued rows still this worker's to write: a row queued under an earlier
+        holding of its run (the run was taken over, then taken up here again) is dropped."""
+        out = []
+        for sql, args, epoch in queued:
+            if epoch is None or epoch == self.epoch(str(args[0])):
+                out.append((sql, args))
+        return out
 
     def epoch(self, run_id: str) -> int | None:
         """The epoch this worker writes `run_id` at (None: it does not hold the run)."""
         held = self.epochs.get(run_id)
         return held if held is not None else self._past.get(run_id)
 
-    def fence_all(self) -> None:
-        """Every run this worker holds was taken from it (it was taken for dead): each
-        stops here as if its next write had been refused."""
-        self._refuse(Refused(fenced=set(self.epochs)))
+    def recheck(self) -> None:
+        """Stop the runs this worker holds that are not its own any more (it was taken for
+        dead: their epochs moved on); the others go on. In the background."""
+        held = dict(self.epochs)
+
+        async def check() -> None:
+            marks = ", ".join("?" for _ in held)
+            rows = await self.fetch(
+                f"SELECT run_id, epoch FROM llmc_runs WHERE run_id IN ({marks})", *held
+            )
+            now = {str(r): int(e) for r, e in rows}
+            stale = {r for r, e in held.items() if now.get(r, e) != e}
+            self._refuse(Refused(fenced=stale, epochs={r: held[r] for r in stale}))
+
+        if held:
+            task = asyncio.ensure_future(check())
+            self._checks.add(task)
+            task.add_done_callback(self._checks.discard)
 
     # ----------------------------------------------------------------- writes
 
@@ -343,7 +372,7 @@ class Journal:
     def _queue(
         self, run_id: str, sql: Statement, args: tuple[Any, ...], lazy: bool = False
     ) -> None:
-        self._facts.append((sql, args))
+        self._facts.append((sql, args, self.epochs.get(run_id)))
         self._mark(run_id, lazy)
 
     def _replace(
@@ -354,7 +383,7 @@ class Journal:
         args: tuple[Any, ...],
         lazy: bool = False,
     ) -> None:
-        self._records[(run_id, *key)] = (sql, args)
+        self._records[(run_id, *key)] = (sql, args, self.epochs.get(run_id))
         self._mark(run_id, lazy)
 
     def _mark(self, run_id: str, lazy: bool = False) -> None:
@@ -424,7 +453,7 @@ class Journal:
             self._timer.cancel()
             self._timer = None
         done, self._open = self._open, None
-        rows, runs = self._queued(), self._runs
+        rows, runs = self._current(self._queued()), self._runs
         self._facts, self._records, self._runs = [], {}, set()
         if done is None:
             return
@@ -453,6 +482,8 @@ class Journal:
                 f"Run {run_id}: an at-most-once call was started before; not started again."
             )
         for run_id in refused.fenced:
+            if self.epoch(run_id) != refused.epochs.get(run_id, self.epoch(run_id)):
+                continue  # refused at an earlier epoch: the run was taken up here again since
             logger.warning("Run %s is held by another worker now: it stops here.", run_id)
             self._failed[run_id] = Fenced(f"Run {run_id} is held by another worker now.")
             self.epochs.pop(run_id, None)
@@ -484,7 +515,9 @@ class Journal:
         for sql, args in rows:
             batch.setdefault(sql, []).append(args)
         epochs = {str(a[0]): self.epoch(str(a[0])) for sql, a in rows if sql.fenced}
-        return await self.retrying(lambda: self.driver.write(list(batch.items()), runs, epochs))
+        refused = await self.retrying(lambda: self.driver.write(list(batch.items()), runs, epochs))
+        refused.epochs = epochs
+        return refused
 
     async def _write_apart(
         self, rows: list[tuple[Statement, tuple[Any, ...]]], runs: set[str], error: Exception

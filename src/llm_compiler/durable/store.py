@@ -627,6 +627,9 @@ class ServedRuntime(JournalRuntime):
             )
             await self.backend.let_go(record.run_id)
             return
+        if record.run_id in self.holding:  # taken from this worker, then claimed back:
+            self._stop(record.run_id)  # the old incarnation stops; the run resumes anew
+            await asyncio.sleep(0)  # (its cancelled tasks unwind)
         self.holding.add(record.run_id)
         try:
             await self.resume(record.run_id, workflow)
@@ -647,13 +650,17 @@ class ServedRuntime(JournalRuntime):
 
     def fenced(self, run_id: str) -> None:
         """Another worker holds `run_id` now (a write of it was refused): it stops here."""
+        self._stop(run_id)
+        if self.max_runs is not None:
+            self.on_room()
+
+    def _stop(self, run_id: str) -> None:
+        """Stop this process's incarnation of `run_id` at once."""
         self.holding.discard(run_id)
         self.store.held.pop(run_id, None)
         self._touch(run_id)
         self.stop_here(run_id)
         self.store.forget_stream(run_id)
-        if self.max_runs is not None:
-            self.on_room()
 
     # ------------------------------------------------------------------ runs
 

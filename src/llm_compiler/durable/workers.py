@@ -14,7 +14,8 @@ A database restart drops every lock at once. A worker then reconnects with backo
 takes its lock again; its peers wait :data:`REWATCH_GRACE` seconds after their own
 reconnect before they wait on its lock again, so a live worker is not taken for dead. If
 it was anyway (its row is gone when it gets its lock back), its runs were released with
-a new epoch: it drops them (``on_taken``), announces itself again and goes on.
+a new epoch: it drops those it did not claim back since (``on_taken``), announces itself
+again and goes on.
 
 The lock only says who is alive; it never decides who may write for a run: that is the
 run's epoch, checked by every commit (:mod:`.journal`). While its lock connection is
@@ -133,7 +134,7 @@ class PostgresLiveness:
             unfinished runs back to the queue (exactly once).
         on_fatal: Called when the lock stayed out of reach past the outage limit.
         on_taken: Called when this worker finds it was taken for dead (its runs were
-            released: it must drop them).
+            released: it must drop those it has not taken back since).
     """
 
     def __init__(
