@@ -611,7 +611,10 @@ class ServedRuntime(JournalRuntime):
             while True:
                 self._again = False
                 for record in await self.backend.claim(self.room()):
-                    await self._take_up(record)
+                    try:
+                        await self._take_up(record)
+                    except Exception:  # the others are taken up all the same
+                        logger.exception("Taking up run %s failed", record.run_id)
                 if not self._again:
                     return
         except Exception:
@@ -761,9 +764,13 @@ class ServedRuntime(JournalRuntime):
                 message = json.loads(body)
                 if message.get("cancel"):
                     await adapter.send_event(TickCancelRun())
-                else:
+                    continue
+                try:
                     event = workflow.runtime.get_serializer(workflow).deserialize(message["event"])
-                    await adapter.send_event(TickAddEvent(event=event))
+                except ValueError as e:  # not an event a client may send this workflow
+                    logger.error("Run %s: an inbox event was dropped: %s", run_id, e)
+                    continue
+                await adapter.send_event(TickAddEvent(event=event))
 
     # ------------------------------------------------------------------ idle release
 
