@@ -230,7 +230,6 @@ class JournalRuntime(BaseRuntimeDecorator):
         """Called before a run is resumed, with whether it ran before (the server marks its
         stream)."""
         self._live: set[asyncio.Future[Any]] = set()
-        self._current: dict[str, asyncio.Future[Any]] = {}
         self.lease = asyncio.Event()
         """Set while this worker may start tool calls (its liveness lock is held)."""
         self.lease.set()
@@ -330,15 +329,12 @@ class JournalRuntime(BaseRuntimeDecorator):
     def _watch(self, run_id: str, adapter: ExternalRunAdapter) -> None:
         done = asyncio.ensure_future(adapter.get_result())
         self._live.add(done)
-        self._current[run_id] = done
 
         def ended(future: asyncio.Future[Any]) -> None:
             self._live.discard(future)
             if not future.cancelled():
                 future.exception()  # retrieved: the run's own awaiter reports it
-            if self._current.get(run_id) is future:  # not an incarnation stopped since
-                del self._current[run_id]
-                self.finished(run_id, future)
+            self.finished(run_id, future)
             self.forget()
 
         done.add_done_callback(ended)
@@ -350,7 +346,6 @@ class JournalRuntime(BaseRuntimeDecorator):
         """Stop `run_id` in this process at once: its tasks are cancelled, its state
         dropped (another worker holds it now, or it left memory)."""
         self.states.pop(run_id, None)
-        self._current.pop(run_id, None)  # its end is not this run's end here any more
         try:
             adapter = self._decorated.get_external_adapter(run_id)
         except RuntimeError:  # not running here (any more)
