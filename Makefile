@@ -14,7 +14,7 @@ LG_STAMP := $(LG_VENV)/.stamp
 # it and each ' becomes '\'' (so `make demo Q="What's 2 + 2?"` reaches the demo intact).
 sh_quote = $(subst ','\'',$(value $(1)))
 
-.PHONY: bench-langgraph-venv bench-model install install-local install-browser install-postgres test test-fast fuzz demo demo-mcp eval bench serve-llm serve lint format docs docs-serve clean
+.PHONY: bench-langgraph-venv bench-model install install-local install-browser install-postgres test test-fast chaos fuzz demo demo-mcp eval bench serve-llm serve lint format docs docs-serve clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,20 @@ test: install
 ## The suite without the real model (about 3 minutes on a shared 2-core machine).
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not llm"
+
+## Durable runs under faults, CHAOS_RUNS times (10 by default), each with a new random seed
+## (printed; LLMC_CHAOS_SEED=<seed> replays one) and CHAOS_ROUNDS faults (8 by default):
+## the chaos test of real workers on one Postgres, and the ownership state machine.
+CHAOS_RUNS ?= 10
+CHAOS_ROUNDS ?= 8
+chaos: install
+	@$(MAKE) --no-print-directory install-postgres
+	@for i in $$(seq 1 $(CHAOS_RUNS)); do \
+		echo "chaos run $$i of $(CHAOS_RUNS)"; \
+		LLMC_CHAOS_ROUNDS=$(CHAOS_ROUNDS) LLMC_OWNERSHIP_STEPS=40 $(BIN)/python -m pytest -q -s \
+			-p no:cacheprovider tests/durable/test_chaos.py tests/durable/test_ownership_machine.py \
+			|| exit 1; \
+	done
 
 ## The property tests (tests/*/test_*_properties.py) with many more examples and random seeds (FUZZ_EXAMPLES per
 ## property, 10000 by default; `make test` runs a few with fixed seeds).

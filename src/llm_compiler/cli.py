@@ -177,9 +177,14 @@ async def _serve(args: argparse.Namespace) -> None:
     durable = None
     if spec.durable:
         from llm_compiler.durable import open_durable
+        from llm_compiler.durable.backend import exit_on_fatal
 
         durable = await open_durable(
-            spec, idle_release=args.idle_release, outage_limit=args.outage_limit
+            spec,
+            idle_release=args.idle_release,
+            outage_limit=args.outage_limit,
+            on_fatal=exit_on_fatal,
+            retain=args.retain,
         )
         print(f"Runs are kept in {spec.shown} (worker {durable.worker}).", flush=True)  # noqa: T201
     options: dict[str, Any] = {"durable": durable, "max_runs": args.max_runs, "policy": policy}
@@ -354,6 +359,14 @@ def parser() -> argparse.ArgumentParser:
         "(reconnecting with backoff; /health says degraded) before it stops (default: 120)",
     )
     serve.add_argument(
+        "--retain",
+        type=_age,
+        metavar="AGE",
+        help="with a durable store, delete finished runs this long after they finished "
+        "(e.g. 7d, 12h; checked at start and every quarter of AGE, at most hourly) "
+        "(default: keep them)",
+    )
+    serve.add_argument(
         "--max-runs",
         type=_positive,
         metavar="K",
@@ -435,7 +448,43 @@ def parser() -> argparse.ArgumentParser:
         setting = next((s for s in SERVE_SETTINGS if s.dest == action.dest), None)
         if setting is not None and action.help:
             action.help += f" [${setting.variable}]"
+    _store_commands(commands)
     return top
+
+
+def _store_commands(commands: Any) -> None:
+    store = commands.add_parser("store", help="maintain a durable store")
+    actions = store.add_subparsers(dest="action", required=True)
+    migrate = actions.add_parser(
+        "migrate", help="create or upgrade the store's tables (workers also do it at start)"
+    )
+    prune = actions.add_parser("prune", help="delete finished runs older than an age")
+    for action in (migrate, prune):
+        action.add_argument("--store", required=True, help="sqlite:///path.db or postgresql://...")
+    prune.add_argument(
+        "--older-than", type=_age, required=True, metavar="AGE", help="e.g. 7d, 12h, 30m"
+    )
+
+
+async def run_store(args: argparse.Namespace) -> None:
+    """``llm-compiler store migrate|prune``."""
+    from llm_compiler.durable import admin
+
+    if args.action == "migrate":
+        before, after = await admin.migrate(args.store)
+        print(f"Schema version {after} (was {before or 'none'}).")  # noqa: T201
+    else:
+        gone = await admin.prune_store(args.store, args.older_than)
+        print(f"Deleted {gone} finished run(s).")  # noqa: T201
+
+
+def _age(text: str) -> float:
+    from llm_compiler.durable.admin import parse_age
+
+    try:
+        return parse_age(text)
+    except ConfigurationError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _operations_options(serve: argparse.ArgumentParser) -> None:
@@ -529,6 +578,7 @@ SERVE_SETTINGS = (
     Setting("access_log", False, kind="flag"),
     Setting("metrics", False, kind="flag"),
     Setting("drain_grace", 30.0, _seconds),
+    Setting("retain", None, _age),
 )
 
 
@@ -565,7 +615,7 @@ def _run(args: argparse.Namespace) -> int:
     # process before the embedded model server is stopped. As Ctrl-C, it unwinds instead.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        asyncio.run(run_server(args))
+        asyncio.run(run_store(args) if args.command == "store" else run_server(args))
     except KeyboardInterrupt:
         return 0
     except (LLMCompilerError, OSError) as e:

@@ -108,9 +108,13 @@ class Worker:
         crash_at: str = "",
         slow: float = 0,
         undeclared: str = "",
+        wait: bool = True,
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
     ) -> None:
         env = {
             **os.environ,
+            **(env or {}),
             "LLMC_UNDECLARED": undeclared,
             "LLMC_SLOW_SECONDS": str(slow),
             "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
@@ -119,9 +123,17 @@ class Worker:
         }
         cmd = [sys.executable, "-m", "llm_compiler.cli", "serve", "--port", "0"]
         cmd += ["--workflow", APP, "--store", store, *extra]
+        err = subprocess.PIPE if log is None else log.open("a")  # noqa: SIM115 - the child's
         self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True
         )
+        if log is not None:
+            err.close()  # type: ignore[union-attr]
+        if wait:
+            self.ready()
+
+    def ready(self) -> None:
+        """Wait until the worker serves (its URL printed)."""
         self.worker = ""
         for line in self.proc.stdout:  # type: ignore[union-attr]
             if "(worker " in line:
@@ -130,7 +142,8 @@ class Worker:
                 self.url = line.split(" at ")[1].split()[0].rstrip("/")
                 break
         else:
-            raise AssertionError(f"the worker did not start: {self.proc.stderr.read()}")  # type: ignore[union-attr]
+            err = self.proc.stderr.read() if self.proc.stderr else "(stderr went to its log)"
+            raise AssertionError(f"the worker did not start: {err}")
         self.client = httpx.Client(base_url=self.url, timeout=30)
 
     def run_id(self, handler_id: str) -> str:

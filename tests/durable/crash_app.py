@@ -8,6 +8,8 @@
   step, right after task 3 was admitted and marked running), ``tool`` (tool 3 in flight) or
   ``joiner`` (mid-stream of the joiner's answer). There the process appends
   ``blocked <point>`` and waits forever, for the test to kill it.
+* ``LLMC_KEYS``: a file; every tool call appends its idempotency key and pid (``key pid
+  what``), so a test tells which call of which run ran twice.
 * ``LLMC_UNDECLARED``: names of tools that declare no side-effect class (the default,
   ``at_most_once``); the others are ``pure`` (run again after a crash).
 """
@@ -19,7 +21,7 @@ import os
 import time
 from typing import Any
 
-from llm_compiler import LLMCompilerWorkflow
+from llm_compiler import LLMCompilerWorkflow, idempotency_key
 from llm_compiler.testing import LLMCall, ScriptedLLM
 
 PLAN = (
@@ -33,6 +35,10 @@ JOINER_MARK = "Answer a question from the results of a plan"
 def note(kind: str, what: str) -> None:
     with open(os.environ["LLMC_CALLS"], "a") as f:
         f.write(f"{os.getpid()} {kind} {what}\n")
+    keys = os.environ.get("LLMC_KEYS")
+    if keys and kind == "tool":
+        with open(keys, "a") as f:
+            f.write(f"{idempotency_key()} {os.getpid()} {what}\n")
 
 
 async def stop_here(point: str) -> None:

@@ -51,9 +51,9 @@ async def test_results_of_parallel_tasks_share_a_commit(tmp_path, monkeypatch):
     commits: list[list[str]] = []
     write = runtime.journal.driver.write
 
-    async def counted(batch: Any, runs: set[str]) -> None:
+    async def counted(batch: Any, runs: set[str], epochs: Any) -> Any:
         commits.append([args[1] for _, rows in batch for args in rows if len(args) == 4])
-        await write(batch, runs)
+        return await write(batch, runs, epochs)
 
     runtime.journal.driver.write = counted  # type: ignore[method-assign]
     try:

@@ -76,9 +76,9 @@ async def test_a_barrier_waits_for_the_runs_facts_not_its_stream_events(tmp_path
     gate = asyncio.Event()
     write = journal.driver.write
 
-    async def held(batch: Any, runs: set[str]) -> None:
+    async def held(batch: Any, runs: set[str], epochs: Any) -> Any:
         await gate.wait()
-        await write(batch, runs)
+        return await write(batch, runs, epochs)
 
     journal.driver.write = held  # type: ignore[method-assign]
     try:
@@ -97,3 +97,18 @@ async def test_a_barrier_waits_for_the_runs_facts_not_its_stream_events(tmp_path
     finally:
         gate.set()
         await journal.close()
+
+
+async def test_a_runs_failure_lasts_until_it_is_taken_again(journal):
+    """A refused row fails every later barrier of its run (its facts are not all recorded),
+    until the run is taken up again (resumed from what stands) or let go."""
+    journal.put("bad", Row("head", "", "a\0b"))
+    with pytest.raises(Exception, match="0x00"):
+        await asyncio.wait_for(journal.barrier("bad"), 20)
+    journal.put("bad", Row("task", "1", "{}"))
+    with pytest.raises(Exception, match="0x00"):
+        await asyncio.wait_for(journal.barrier("bad"), 20)
+    journal.hold("bad", 0)  # resumed: it acts on what stands
+    journal.put("bad", Row("task", "2", "{}"))
+    await asyncio.wait_for(journal.barrier("bad"), 20)
+    assert sorted(key for kind, key, _ in await journal.rows("bad")) == ["1", "2"]

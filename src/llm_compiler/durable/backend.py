@@ -1,17 +1,25 @@
 """One process's durable backend: the journal, the worker's liveness, and which runs it holds.
 
-A run row (``llmc_runs``) names the worker that holds the run (``owner``). A run nobody
-holds (its worker died or stopped, it waited for input long enough to leave memory, or
-every worker was at its ``--max-runs`` when it started) is claimed by a worker with room
-for it: one ``UPDATE ... WHERE run_id IN (SELECT ... FOR UPDATE SKIP LOCKED)`` on
-Postgres, so each run is claimed by exactly one worker; on SQLite the one process holds
-them all. A claimed run resumes from its journal (:meth:`JournalRuntime.resume`).
+A run row (``llmc_runs``) names the worker that holds the run (``owner``) and its
+ownership ``epoch``. Every change of hands raises the epoch in the same statement: a
+claim, a take, a release (by the owner, or of a dead worker's runs by a peer). The
+journal writes a run's rows only while the row still holds the epoch its worker took
+(:mod:`.journal`), so a worker that was taken for dead, or whose run was released, has
+its next write refused and stops that run (see ``docs/durability.md``).
+
+A run nobody holds (its worker died or stopped, it waited for input long enough to
+leave memory and an event waits for it, or every worker was at its ``--max-runs`` when
+it started) is claimed by a worker with room for it: one ``UPDATE ... WHERE run_id IN
+(SELECT ... FOR UPDATE SKIP LOCKED)`` on Postgres, so each run is claimed by exactly one
+worker; on SQLite the one process holds them all. A claimed run resumes from its journal
+(:meth:`JournalRuntime.resume`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,7 +29,7 @@ from llm_compiler.durable.config import (
     OUTAGE_LIMIT,
     DurableConfig,
 )
-from llm_compiler.durable.journal import RUN_COLUMNS, Journal, RunRecord
+from llm_compiler.durable.journal import RUN_COLUMNS, Fenced, Journal, RunRecord
 from llm_compiler.durable.runtime import JournalRuntime
 from llm_compiler.durable.spec import StoreSpec
 from llm_compiler.durable.workers import FileLiveness, Liveness, PostgresLiveness
@@ -34,14 +42,32 @@ QUEUE_CHANNEL = "llmc_queue"
 #: Exit status of a worker that stops because its store stayed away (EX_TEMPFAIL).
 EXIT_STORE_LOST = 75
 
-#: Runs waiting for a worker (SQL condition on ``llmc_runs``).
-ORPHAN = "status = 'running' AND idle_since IS NULL AND owner IS NULL"
+#: Runs nobody holds that a worker should take up: queued or released (their start is
+#: recorded), and not waiting for input, or waiting with an event sent to them.
+ORPHAN = (
+    "status = 'running' AND owner IS NULL"
+    " AND EXISTS (SELECT 1 FROM llmc_facts s WHERE s.run_id = llmc_runs.run_id"
+    " AND s.kind = 'start')"
+    " AND (idle_since IS NULL"
+    " OR EXISTS (SELECT 1 FROM llmc_inbox i WHERE i.run_id = llmc_runs.run_id))"
+)
+#: The columns a takeover sets: this worker, a new epoch, not idle.
+_TAKE = "owner = ?, epoch = epoch + 1, idle_since = NULL"
+#: What a release sets: nobody, a new epoch (the releasing worker's writes stop counting).
+_RELEASE = "owner = NULL, epoch = epoch + 1"
 
 
-def _fatal(message: str) -> None:
+def exit_on_fatal(message: str) -> None:
+    """The served CLI's fatal handler: say why, and end the process (status 75)."""
     logger.critical("%s; stopping.", message)
     logging.shutdown()  # flushed: os._exit skips it
     os._exit(EXIT_STORE_LOST)
+
+
+def log_fatal(message: str) -> None:
+    """A library host's fatal handler: the process lives on; the runs of this backend fail
+    (their barriers raise) and its liveness stops."""
+    logger.error("Durable runs stop: %s.", message)
 
 
 @dataclass
@@ -96,7 +122,7 @@ class Durable:
     async def release(self, worker: str) -> None:
         """Hand the unfinished runs of `worker` (dead or stopping) back to the queue."""
         rows = await self.journal.fetch(
-            "UPDATE llmc_runs SET owner = NULL WHERE owner = ? AND status = 'running'"
+            f"UPDATE llmc_runs SET {_RELEASE} WHERE owner = ? AND status = 'running'"
             " RETURNING run_id",
             worker,
         )
@@ -125,21 +151,54 @@ class Durable:
         else:
             pick = f"SELECT run_id FROM llmc_runs WHERE {ORPHAN} ORDER BY started_at{limit}"
         rows = await self.journal.fetch(
-            f"UPDATE llmc_runs SET owner = ? WHERE run_id IN ({pick}) RETURNING {RUN_COLUMNS}",
+            f"UPDATE llmc_runs SET {_TAKE} WHERE run_id IN ({pick}) RETURNING {RUN_COLUMNS}",
             self.worker,
         )
-        return [RunRecord.of(r) for r in rows]
+        return [self._held(r) for r in rows]
 
     async def take(self, run_id: str) -> RunRecord | None:
         """Take `run_id` if nobody holds it (it went idle or waits in the queue)."""
         rows = await self.journal.fetch(
-            "UPDATE llmc_runs SET owner = ?, idle_since = NULL WHERE run_id = ?"
-            " AND status = 'running' AND owner IS NULL"
-            f" RETURNING {RUN_COLUMNS}",
+            f"UPDATE llmc_runs SET {_TAKE} WHERE run_id = ?"
+            f" AND status = 'running' AND owner IS NULL RETURNING {RUN_COLUMNS}",
             self.worker,
             run_id,
         )
-        return RunRecord.of(rows[0]) if rows else None
+        return self._held(rows[0]) if rows else None
+
+    def _held(self, row: tuple[object, ...]) -> RunRecord:
+        record = RunRecord.of(row)
+        self.journal.hold(record.run_id, record.epoch)
+        return record
+
+    async def let_go(self, run_id: str, idle_since: float | None = None) -> bool:
+        """Release `run_id`, held here, to the database (`idle_since`: it waits for input),
+        if this worker still holds it; whether an event waits for it in the inbox (then
+        the queue is woken: a worker with room takes it up)."""
+        epoch = self.journal.epochs.get(run_id)
+        if epoch is None:
+            return False
+        try:
+            await self.journal.barrier(run_id)
+        except Fenced:  # another worker holds it already
+            self.journal.let_go(run_id)
+            return False
+        except Exception as e:  # its rows were refused: it is let go all the same
+            logger.warning("Run %s is let go with rows the store refused: %s", run_id, e)
+        await self.journal.fetch(
+            f"UPDATE llmc_runs SET {_RELEASE}, idle_since = ? WHERE run_id = ? AND epoch = ?",
+            idle_since,
+            run_id,
+            epoch,
+        )
+        # Read after the release committed: an event sent meanwhile is seen here, or its
+        # sender (which reads the owner after its insert committed) sees the run let go.
+        rows = await self.journal.fetch("SELECT count(*) FROM llmc_inbox WHERE run_id = ?", run_id)
+        self.journal.let_go(run_id)
+        waiting = bool(rows[0][0])
+        if waiting:
+            await self.notify_queue()
+        return waiting
 
     async def start(self) -> None:
         """Open the journal and join the workers; runs left by the dead wait for a worker."""
@@ -147,11 +206,11 @@ class Durable:
         await self.liveness.start()
         if self.spec.kind == "sqlite":  # this process is the only one: its runs are orphans
             await self.journal.fetch(
-                "UPDATE llmc_runs SET owner = NULL WHERE status = 'running' AND idle_since IS NULL"
+                f"UPDATE llmc_runs SET {_RELEASE} WHERE status = 'running' AND owner IS NOT NULL"
             )
         else:
             await self.journal.fetch(
-                "UPDATE llmc_runs SET owner = NULL WHERE owner = ? AND status = 'running'",
+                f"UPDATE llmc_runs SET {_RELEASE} WHERE owner = ? AND status = 'running'",
                 self.worker,
             )
 
@@ -160,7 +219,7 @@ class Durable:
         try:
             await self.journal.commit()
             await self.journal.fetch(
-                "UPDATE llmc_runs SET owner = NULL WHERE owner = ? AND status = 'running'",
+                f"UPDATE llmc_runs SET {_RELEASE} WHERE owner = ? AND status = 'running'",
                 self.worker,
             )
             await self.notify_queue()
@@ -170,12 +229,33 @@ class Durable:
         await self.liveness.stop()
 
 
+async def prune(journal: Journal, older_than: float) -> int:
+    """Delete the rows of the runs that finished more than `older_than` seconds ago (their
+    facts, events, inbox and row), and the inbox rows of every finished run; how many runs
+    went. Runs still running are never touched."""
+    cutoff = time.time() - older_than
+    done = (
+        "SELECT run_id FROM llmc_runs WHERE status <> 'running'"
+        " AND COALESCE(completed_at, updated_at, started_at) < ?"
+    )
+    for table in ("llmc_facts", "llmc_events", "llmc_inbox"):
+        await journal.fetch(f"DELETE FROM {table} WHERE run_id IN ({done})", cutoff)
+    gone = await journal.fetch(
+        f"DELETE FROM llmc_runs WHERE run_id IN ({done}) RETURNING run_id", cutoff
+    )
+    await journal.fetch(
+        "DELETE FROM llmc_inbox WHERE run_id IN"
+        " (SELECT run_id FROM llmc_runs WHERE status <> 'running')"
+    )
+    return len(gone)
+
+
 def prepare(
     spec: str | StoreSpec,
     *,
     worker: str | None = None,
     runtime: Callable[[Journal], JournalRuntime] = JournalRuntime,
-    on_fatal: Callable[[str], None] = _fatal,
+    on_fatal: Callable[[str], None] = log_fatal,
     cls: type[Durable] | None = None,
     idle_release: float = IDLE_RELEASE,
     outage_limit: float = OUTAGE_LIMIT,
@@ -204,8 +284,11 @@ def prepare(
         lock.claim()
         liveness = lock
     else:
-        liveness = PostgresLiveness(config, release, on_fatal)
-    held.append((cls or Durable)(config, journal, runtime(journal), liveness))
+        liveness = PostgresLiveness(config, release, on_fatal, on_taken=journal.recheck)
+    made = runtime(journal)
+    if isinstance(liveness, PostgresLiveness):
+        made.lease = liveness.lease
+    held.append((cls or Durable)(config, journal, made, liveness))
     return held[0]
 
 

@@ -1,12 +1,17 @@
 """The journal: what must survive a crash, group-committed to SQLite or Postgres.
 
-Three tables (created at open):
+The tables (:mod:`.schema`, brought up to date at open, once, under a lock):
 
 - ``llmc_runs``: one row per run (its handler id, workflow, status, the worker that holds
-  it, its start event, its result or error, when it went idle);
+  it and its ownership epoch, its start event, its result or error, when it went idle);
 - ``llmc_facts``: the run's facts and the few records it updates (:mod:`.facts`), plus
   ``started`` rows (``round:task``) for tools that must not run twice;
 - ``llmc_events``: the run's event stream, numbered by the worker that holds the run.
+
+Every commit is fenced: a run's rows are written only while the run's row holds the epoch
+this worker took it at (:meth:`Journal.hold`); the rows of a run another worker took over
+are refused, its barriers raise :class:`Fenced` and ``on_fenced`` stops it here. A
+``started`` row must be new (:class:`AlreadyStarted` otherwise). See docs/durability.md.
 
 Writes are queued (:meth:`Journal.put`, never awaited on the spot) and committed by one
 task, all that queued up in one transaction (group commit: however many runs and events
@@ -37,11 +42,13 @@ import json
 import logging
 import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from llm_compiler.durable import schema
 from llm_compiler.durable.config import CONNECT_TIMEOUT, DurableConfig
 from llm_compiler.durable.facts import Row
 
@@ -51,43 +58,99 @@ T = TypeVar("T")
 #: Seconds a queued row nobody waits for may stay uncommitted: a task's result, a stream
 #: event (other workers' readers of a stream see it this much later at most).
 LAZY_COMMIT = 0.02
+#: Runs let go (ended here) whose epoch is kept for their late rows (a last event).
+PAST_KEPT = 1024
 #: The channel a Postgres journal notifies with the ids of runs whose events it committed.
 EVENTS_CHANNEL = "llmc_events"
 
-_SCHEMA = [
-    "CREATE TABLE IF NOT EXISTS llmc_runs (run_id TEXT PRIMARY KEY, handler_id TEXT UNIQUE,"
-    " workflow TEXT NOT NULL, status TEXT NOT NULL, owner TEXT, start TEXT, result TEXT,"
-    " error TEXT, started_at DOUBLE PRECISION, updated_at DOUBLE PRECISION,"
-    " completed_at DOUBLE PRECISION, idle_since DOUBLE PRECISION)",
-    "CREATE TABLE IF NOT EXISTS llmc_facts (run_id TEXT NOT NULL, kind TEXT NOT NULL,"
-    " key TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, kind, key))",
-    "CREATE TABLE IF NOT EXISTS llmc_events (run_id TEXT NOT NULL, seq INTEGER NOT NULL,"
-    " at DOUBLE PRECISION NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, seq))",
-    "CREATE INDEX IF NOT EXISTS llmc_runs_owner ON llmc_runs (owner, status)",
-    "CREATE INDEX IF NOT EXISTS llmc_runs_newest ON llmc_runs (workflow, started_at, handler_id)",
-]
-_FACT = (
-    "INSERT INTO llmc_facts (run_id, kind, key, body) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (run_id, kind, key) DO NOTHING"
-)
-_RECORD = (
-    "INSERT INTO llmc_facts (run_id, kind, key, body) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (run_id, kind, key) DO UPDATE SET body = excluded.body"
-)
-_EVENT = (
-    "INSERT INTO llmc_events (run_id, seq, at, body) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (run_id, seq) DO NOTHING"
-)
 RUN_COLUMNS = (
     "run_id, handler_id, workflow, status, owner, start, result, error, started_at,"
-    " updated_at, completed_at, idle_since"
+    " updated_at, completed_at, idle_since, epoch"
 )
-_RUN = (
-    f"INSERT INTO llmc_runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, result = excluded.result,"
+_FACT_COLUMNS = ("run_id", "kind", "key", "body")
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One kind of row the journal writes, and how it is written.
+
+    Attributes:
+        fenced: Written only while this worker holds the run (its epoch, :class:`Fenced`).
+        checked: A row that must be new (an at-most-once start): if it is there already,
+            the run's barrier raises :class:`AlreadyStarted`.
+    """
+
+    table: str
+    columns: tuple[str, ...]
+    types: tuple[str, ...]
+    conflict: str
+    fenced: bool = True
+    checked: bool = False
+
+    @property
+    def sql(self) -> str:
+        """The statement for one row (``?`` placeholders)."""
+        marks = ", ".join("?" for _ in self.columns)
+        return (
+            f"INSERT INTO {self.table} ({', '.join(self.columns)}) VALUES ({marks})"
+            f" ON CONFLICT {self.conflict}"
+        )
+
+
+_TEXT4 = ("text",) * 4
+_FACT = Statement("llmc_facts", _FACT_COLUMNS, _TEXT4, "(run_id, kind, key) DO NOTHING")
+#: A run's start event: the request, written once by the worker that accepted it, which
+#: need not hold the run (it may wait in the queue), so it is not fenced.
+_START = Statement(
+    "llmc_facts", _FACT_COLUMNS, _TEXT4, "(run_id, kind, key) DO NOTHING", fenced=False
+)
+_STARTED = Statement(
+    "llmc_facts", _FACT_COLUMNS, _TEXT4, "(run_id, kind, key) DO NOTHING", checked=True
+)
+_RECORD = Statement(
+    "llmc_facts", _FACT_COLUMNS, _TEXT4, "(run_id, kind, key) DO UPDATE SET body = excluded.body"
+)
+_EVENT = Statement(
+    "llmc_events",
+    ("run_id", "seq", "at", "body"),
+    ("text", "int", "float8", "text"),
+    "(run_id, seq) DO NOTHING",
+)
+_RUN = Statement(
+    "llmc_runs",
+    tuple(RUN_COLUMNS.replace(" ", "").split(",")),
+    ("text",) * 8 + ("float8",) * 4 + ("int8",),
+    "(run_id) DO UPDATE SET status = excluded.status, result = excluded.result,"
     " error = excluded.error, updated_at = excluded.updated_at,"
-    " completed_at = excluded.completed_at, idle_since = excluded.idle_since"
+    " completed_at = excluded.completed_at, idle_since = excluded.idle_since",
 )
+Batch = list[tuple[Statement, list[tuple[Any, ...]]]]
+#: A queued row: its statement, its values, the epoch its run was held at when queued.
+_Queued = tuple[Statement, tuple[Any, ...], int | None]
+
+
+class Fenced(RuntimeError):
+    """Another worker took the run over (its epoch moved on): this worker's writes for it
+    are refused, and the run stops here."""
+
+
+class AlreadyStarted(RuntimeError):
+    """An at-most-once call's start mark was there already: the call must not start."""
+
+
+@dataclass
+class Refused:
+    """What a commit refused: the runs fenced off, and those whose start mark stood."""
+
+    fenced: set[str] = field(default_factory=set)
+    doubled: set[str] = field(default_factory=set)
+    epochs: dict[str, int | None] = field(default_factory=dict)
+    """The epoch each run was written at."""
+
+    def add(self, other: Refused) -> None:
+        self.fenced |= other.fenced
+        self.doubled |= other.doubled
+        self.epochs.update(other.epochs)
 
 
 @dataclass
@@ -106,6 +169,9 @@ class RunRecord:
     updated_at: float | None = None
     completed_at: float | None = None
     idle_since: float | None = None
+    epoch: int = 0
+    """The run's ownership epoch: raised by every takeover; a write for the run commits
+    only while the epoch its writer holds is the row's."""
 
     def values(self) -> tuple[Any, ...]:
         """The row's values in ``RUN_COLUMNS`` order."""
@@ -122,6 +188,7 @@ class RunRecord:
             self.updated_at,
             self.completed_at,
             self.idle_since,
+            self.epoch,
         )
 
     @classmethod
@@ -137,9 +204,15 @@ class Driver(Protocol):
 
     async def close(self) -> None: ...
 
-    async def write(self, batch: list[tuple[str, list[tuple[Any, ...]]]], runs: set[str]) -> None:
-        """Execute every statement of `batch` (sql, rows) in one transaction; tell
-        listeners (Postgres) which `runs` have new events."""
+    async def write(self, batch: Batch, runs: set[str], epochs: dict[str, int | None]) -> Refused:
+        """Execute every statement of `batch` in one transaction, the fenced rows of a run
+        only if its row's epoch is the one in `epochs` (None: this worker does not hold it)
+        or it has no row yet; tell listeners (Postgres) which `runs` have new events."""
+        ...
+
+    async def migrate(self) -> int:
+        """Bring the schema to :data:`~.schema.VERSION` (once, under a lock); the version
+        the database held before."""
         ...
 
     async def fetch(self, sql: str, *args: Any) -> list[tuple[Any, ...]]: ...
@@ -167,8 +240,16 @@ class Journal:
         self.on_fatal = on_fatal
         self.degraded_since: float | None = None
         """When the database stopped answering (None: it answers)."""
-        self._records: dict[tuple[str, ...], tuple[str, tuple[Any, ...]]] = {}
-        self._facts: list[tuple[str, tuple[Any, ...]]] = []
+        self.epochs: dict[str, int] = {}
+        """The epoch of each run this worker holds (:meth:`hold`)."""
+        self.on_fenced: Callable[[str], None] | None = None
+        """Called with a run whose write the fence refused (another worker holds it now)."""
+        self.on_events: Callable[[dict[str, int]], None] | None = None
+        """Called after a commit with the highest committed event of each run it held."""
+        self._records: dict[tuple[str, ...], _Queued] = {}
+        self._facts: list[_Queued] = []
+        self._past: OrderedDict[str, int] = OrderedDict()
+        self._checks: set[asyncio.Future[None]] = set()
         self._runs: set[str] = set()
         self._open: asyncio.Future[None] | None = None
         self._last: dict[str, asyncio.Future[None]] = {}
@@ -184,10 +265,9 @@ class Journal:
         return self.degraded_since is not None
 
     async def open(self) -> None:
-        """Connect and create the tables; start the committing task."""
+        """Connect and bring the tables to the current schema; start the committing task."""
         await self.driver.open()
-        for ddl in _SCHEMA:
-            await self.driver.fetch(ddl)
+        await self.driver.migrate()
         self._flusher = asyncio.get_running_loop().create_task(self._flush_forever())
 
     async def close(self) -> None:
@@ -200,12 +280,79 @@ class Journal:
             await asyncio.gather(self._flusher, return_exceptions=True)
         await self.driver.close()
 
+    # ----------------------------------------------------------------- ownership
+
+    def hold(self, run_id: str, epoch: int) -> None:
+        """This worker holds `run_id` at `epoch` (it took the run, or created it): its
+        writes for the run commit while the run's row keeps that epoch."""
+        self.epochs[run_id] = epoch
+        self._past.pop(run_id, None)
+        self._failed.pop(run_id, None)
+
+    def let_go(self, run_id: str) -> None:
+        """Forget `run_id` (it ended or left this worker) once what is queued is committed."""
+
+        def forget(_: object = None) -> None:
+            if self._open is not None and run_id in {str(q[1][0]) for q in self._queued()}:
+                self._open.add_done_callback(forget)  # queued again meanwhile
+                return
+            self._last.pop(run_id, None)
+            epoch = self.epochs.pop(run_id, None)
+            if epoch is not None:  # late rows of the run (its last events) still count
+                self._past[run_id] = epoch
+                while len(self._past) > PAST_KEPT:
+                    self._past.popitem(last=False)
+            self._failed.pop(run_id, None)
+
+        if self._open is None:
+            forget()
+        else:
+            self._open.add_done_callback(forget)
+
+    def _queued(self) -> list[_Queued]:
+        return [*self._facts, *self._records.values()]
+
+    def _current(self, queued: list[_Queued]) -> list[tuple[Statement, tuple[Any, ...]]]:
+        """The queued rows still this worker's to write: a row queued under an earlier
+        holding of its run (the run was taken over, then taken up here again) is dropped."""
+        out = []
+        for sql, args, epoch in queued:
+            if epoch is None or epoch == self.epoch(str(args[0])):
+                out.append((sql, args))
+        return out
+
+    def epoch(self, run_id: str) -> int | None:
+        """The epoch this worker writes `run_id` at (None: it does not hold the run)."""
+        held = self.epochs.get(run_id)
+        return held if held is not None else self._past.get(run_id)
+
+    def recheck(self) -> None:
+        """Stop the runs this worker holds that are not its own any more (it was taken for
+        dead: their epochs moved on); the others go on. In the background."""
+        held = dict(self.epochs)
+
+        async def check() -> None:
+            marks = ", ".join("?" for _ in held)
+            rows = await self.fetch(
+                f"SELECT run_id, epoch FROM llmc_runs WHERE run_id IN ({marks})", *held
+            )
+            now = {str(r): int(e) for r, e in rows}
+            stale = {r for r, e in held.items() if now.get(r, e) != e}
+            self._refuse(Refused(fenced=stale, epochs={r: held[r] for r in stale}))
+
+        if held:
+            task = asyncio.ensure_future(check())
+            self._checks.add(task)
+            task.add_done_callback(self._checks.discard)
+
     # ----------------------------------------------------------------- writes
 
     def put(self, run_id: str, row: Row) -> None:
-        """Queue one of the run's rows (a fact stands once; a record is replaced)."""
+        """Queue one of the run's rows (a fact stands once; a record is replaced; an
+        at-most-once start mark must be new: :class:`AlreadyStarted`)."""
         if row.fact:
-            self._queue(run_id, _FACT, (run_id, row.kind, row.key, row.body))
+            kind = {"start": _START, "started": _STARTED}.get(row.kind, _FACT)
+            self._queue(run_id, kind, (run_id, row.kind, row.key, row.body))
         else:
             self._replace(
                 run_id, (row.kind, row.key), _RECORD, (run_id, row.kind, row.key, row.body)
@@ -222,14 +369,21 @@ class Journal:
         committed with the next rows, or within :data:`LAZY_COMMIT` seconds)."""
         self._replace(record.run_id, ("run",), _RUN, record.values(), lazy)
 
-    def _queue(self, run_id: str, sql: str, args: tuple[Any, ...], lazy: bool = False) -> None:
-        self._facts.append((sql, args))
+    def _queue(
+        self, run_id: str, sql: Statement, args: tuple[Any, ...], lazy: bool = False
+    ) -> None:
+        self._facts.append((sql, args, self.epochs.get(run_id)))
         self._mark(run_id, lazy)
 
     def _replace(
-        self, run_id: str, key: tuple[str, ...], sql: str, args: tuple[Any, ...], lazy: bool = False
+        self,
+        run_id: str,
+        key: tuple[str, ...],
+        sql: Statement,
+        args: tuple[Any, ...],
+        lazy: bool = False,
     ) -> None:
-        self._records[(run_id, *key)] = (sql, args)
+        self._records[(run_id, *key)] = (sql, args, self.epochs.get(run_id))
         self._mark(run_id, lazy)
 
     def _mark(self, run_id: str, lazy: bool = False) -> None:
@@ -299,47 +453,89 @@ class Journal:
             self._timer.cancel()
             self._timer = None
         done, self._open = self._open, None
-        rows, runs = [*self._facts, *self._records.values()], self._runs
+        rows, runs = self._current(self._queued()), self._runs
         self._facts, self._records, self._runs = [], {}, set()
         if done is None:
             return
         try:
-            await self._write(rows, runs)
+            refused = await self._write(rows, runs)
         except Exception as e:
             if not (self.driver.lost(e) or isinstance(e, ConnectionError)):
-                await self._write_apart(rows, runs, e)
+                refused = await self._write_apart(rows, runs, e)
             else:  # the outage limit passed (or the journal closes): nothing was committed
                 self._failed.update({str(args[0]): e for _, args in rows})
                 done.set_exception(e)
                 done.exception()  # retrieved: the runs' barriers raise it
+                return
         except BaseException as e:
             done.set_exception(e)
             raise
-        if not done.done():
-            done.set_result(None)
+        self._refuse(refused)
+        self._committed_events(rows, refused.fenced)
+        done.set_result(None)
 
-    async def _write(self, rows: list[tuple[str, tuple[Any, ...]]], runs: set[str]) -> None:
-        """Commit `rows` (sql, args) in one transaction, retried while the database is away."""
-        batch: dict[str, list[tuple[Any, ...]]] = {}
+    def _refuse(self, refused: Refused) -> None:
+        """Fail the barriers of the runs a commit refused; tell the runtime of fenced ones."""
+        for run_id in refused.doubled - refused.fenced:
+            logger.error("Run %s: an at-most-once call was marked started already.", run_id)
+            self._failed[run_id] = AlreadyStarted(
+                f"Run {run_id}: an at-most-once call was started before; not started again."
+            )
+        for run_id in refused.fenced:
+            if self.epoch(run_id) != refused.epochs.get(run_id, self.epoch(run_id)):
+                continue  # refused at an earlier epoch: the run was taken up here again since
+            logger.warning("Run %s is held by another worker now: it stops here.", run_id)
+            self._failed[run_id] = Fenced(f"Run {run_id} is held by another worker now.")
+            self.epochs.pop(run_id, None)
+            self._past.pop(run_id, None)
+            if self.on_fenced is not None:
+                try:
+                    self.on_fenced(run_id)
+                except Exception:  # the committing task must live on
+                    logger.exception("Stopping fenced run %s failed", run_id)
+
+    def _committed_events(
+        self, rows: list[tuple[Statement, tuple[Any, ...]]], fenced: set[str]
+    ) -> None:
+        if self.on_events is None:
+            return
+        last: dict[str, int] = {}
+        for sql, args in rows:
+            if sql is _EVENT and args[0] not in fenced:
+                last[args[0]] = max(last.get(args[0], -1), int(args[1]))
+        if last:
+            self.on_events(last)
+
+    async def _write(
+        self, rows: list[tuple[Statement, tuple[Any, ...]]], runs: set[str]
+    ) -> Refused:
+        """Commit `rows` in one transaction, retried while the database is away; the runs
+        whose rows were refused."""
+        batch: dict[Statement, list[tuple[Any, ...]]] = {}
         for sql, args in rows:
             batch.setdefault(sql, []).append(args)
-        await self.retrying(lambda: self.driver.write(list(batch.items()), runs))
+        epochs = {str(a[0]): self.epoch(str(a[0])) for sql, a in rows if sql.fenced}
+        refused = await self.retrying(lambda: self.driver.write(list(batch.items()), runs, epochs))
+        refused.epochs = epochs
+        return refused
 
     async def _write_apart(
-        self, rows: list[tuple[str, tuple[Any, ...]]], runs: set[str], error: Exception
-    ) -> None:
+        self, rows: list[tuple[Statement, tuple[Any, ...]]], runs: set[str], error: Exception
+    ) -> Refused:
         """The database refused a batch (`error`): commit each run's rows on their own, so
         only a run whose rows are refused fails (its barriers raise) and the others' stand."""
         logger.error("The store refused a commit (%s); committing run by run.", _first_line(error))
-        by_run: dict[str, list[tuple[str, tuple[Any, ...]]]] = {}
+        by_run: dict[str, list[tuple[Statement, tuple[Any, ...]]]] = {}
         for sql, args in rows:  # every statement's first value is its run id
             by_run.setdefault(str(args[0]), []).append((sql, args))
+        refused = Refused()
         for run_id, own in by_run.items():
             try:
-                await self._write(own, runs & {run_id})
+                refused.add(await self._write(own, runs & {run_id}))
             except Exception as e:
                 logger.error("The store refused rows of run %s: %s", run_id, _first_line(e))
                 self._failed[run_id] = e
+        return refused
 
     # ----------------------------------------------------------------- reads
 
@@ -455,19 +651,62 @@ class SqliteDriver:
         await self._call(close)
         self._thread.shutdown(wait=False)
 
-    async def write(self, batch: list[tuple[str, list[tuple[Any, ...]]]], runs: set[str]) -> None:
-        def write() -> None:
-            assert self._db is not None
-            self._db.execute("BEGIN")
-            try:
-                for sql, rows in batch:
-                    self._db.executemany(sql, rows)
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    async def write(self, batch: Batch, runs: set[str], epochs: dict[str, int | None]) -> Refused:
+        full = any(sql.checked for sql, _ in batch)
+        return await self._call(lambda: self._write(batch, epochs, full))
 
-        await self._call(write)
+    def _write(self, batch: Batch, epochs: dict[str, int | None], full: bool) -> Refused:
+        """One ``BEGIN IMMEDIATE`` transaction; ``synchronous=FULL`` for a commit holding
+        an at-most-once start mark (it must survive an OS crash), ``NORMAL`` otherwise."""
+        assert self._db is not None
+        db = self._db
+        if full:
+            db.execute("PRAGMA synchronous=FULL")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                refused = self._rows(db, batch, epochs)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        finally:
+            if full:
+                db.execute("PRAGMA synchronous=NORMAL")
+        return refused
+
+    @staticmethod
+    def _rows(db: sqlite3.Connection, batch: Batch, epochs: dict[str, int | None]) -> Refused:
+        marks = ", ".join("?" for _ in epochs)
+        found = dict(
+            db.execute(f"SELECT run_id, epoch FROM llmc_runs WHERE run_id IN ({marks})", [*epochs])
+        )
+        refused = Refused(fenced={r for r, e in epochs.items() if r in found and found[r] != e})
+        for sql, rows in batch:
+            kept = [r for r in rows if not sql.fenced or r[0] not in refused.fenced]
+            if sql.checked:
+                refused.doubled |= {r[0] for r in kept if db.execute(sql.sql, r).rowcount == 0}
+            else:
+                db.executemany(sql.sql, kept)
+        return refused
+
+    async def migrate(self) -> int:
+        assert self._db is not None
+        db = self._db
+
+        async def execute(sql: str) -> list[tuple[Any, ...]]:
+            return await self._call(lambda: list(db.execute(sql).fetchall()))
+
+        if await schema.current(execute) == schema.VERSION:
+            return schema.VERSION
+        await execute("BEGIN IMMEDIATE")
+        try:
+            before = await schema.upgrade("sqlite", execute)
+        except BaseException:
+            await execute("ROLLBACK")
+            raise
+        await execute("COMMIT")
+        return before
 
     async def fetch(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         def fetch() -> list[tuple[Any, ...]]:
@@ -493,45 +732,57 @@ async def _no_reset(conn: object) -> None:
     """A pool connection needs no reset: it never LISTENs and sets nothing."""
 
 
-_CONFLICTS = {
-    _FACT: _FACT.split(" ON CONFLICT ")[1],
-    _RECORD: _RECORD.split(" ON CONFLICT ")[1],
-    _EVENT: _EVENT.split(" ON CONFLICT ")[1],
-    _RUN: _RUN.split(" ON CONFLICT ")[1],
-}
-_TYPES = {
-    _FACT: ("llmc_facts (run_id, kind, key, body)", ["text"] * 4),
-    _RECORD: ("llmc_facts (run_id, kind, key, body)", ["text"] * 4),
-    _EVENT: ("llmc_events (run_id, seq, at, body)", ["text", "int", "float8", "text"]),
-    _RUN: (f"llmc_runs ({RUN_COLUMNS})", ["text"] * 8 + ["float8"] * 4),
-}
 _NOTIFY_MAX = 7900  # Postgres's payload limit is 8000 bytes
+#: The fence: the runs of a batch whose fenced rows may be written (the run's row holds
+#: the writer's epoch, or there is no row yet), the rows locked ``FOR SHARE`` so that a
+#: takeover (which raises the epoch) waits for this commit, or this commit sees it.
+_FENCE = (
+    "f AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS f(run_id, epoch)),"
+    " h AS (SELECT run_id, epoch FROM llmc_runs WHERE run_id = ANY($1::text[]) FOR SHARE),"
+    " ok AS (SELECT f.run_id FROM f LEFT JOIN h USING (run_id)"
+    " WHERE h.run_id IS NULL OR h.epoch = f.epoch)"
+)
 
 
 def one_statement(
-    batch: list[tuple[str, list[tuple[Any, ...]]]], runs: set[str]
+    batch: Batch, runs: set[str], epochs: dict[str, int | None]
 ) -> tuple[str, list[Any]]:
-    """A batch as one statement (one round trip, one implicit transaction): an ``INSERT ...
-    SELECT FROM unnest(<column arrays>)`` per kind of row, as data-modifying CTEs, and the
-    NOTIFY of the runs whose events it holds."""
-    parts: list[str] = []
-    args: list[Any] = []
+    """A batch as one statement (one round trip, one implicit transaction): the fence of
+    its runs' epochs, an ``INSERT ... SELECT FROM unnest(<column arrays>)`` per kind of
+    row (fenced rows only for the runs the fence lets through), as data-modifying CTEs;
+    it selects the runs fenced off, those whose at-most-once start mark stood already,
+    and NOTIFYs the runs whose events it holds."""
+    args: list[Any] = [list(epochs), [-1 if e is None else e for e in epochs.values()]]
+    parts = [_FENCE]
+    doubled = []
     for i, (sql, rows) in enumerate(batch):
-        target, types = _TYPES[sql]
         arrays = []
-        for kind, column in zip(types, zip(*rows, strict=True), strict=True):
+        for kind, column in zip(sql.types, zip(*rows, strict=True), strict=True):
             args.append(list(column))
             arrays.append(f"${len(args)}::{kind}[]")
+        columns = ", ".join(sql.columns)
+        where = " WHERE u.run_id IN (SELECT run_id FROM ok)" if sql.fenced else ""
         parts.append(
-            f"w{i} AS (INSERT INTO {target} SELECT * FROM unnest({', '.join(arrays)})"
-            f" ON CONFLICT {_CONFLICTS[sql]})"
+            f"w{i} AS (INSERT INTO {sql.table} ({columns}) SELECT * FROM"
+            f" unnest({', '.join(arrays)}) AS u({columns}){where} ON CONFLICT {sql.conflict}"
+            f"{' RETURNING run_id, key' if sql.checked else ''})"
         )
-    tail = "SELECT 1"
+        if sql.checked:
+            doubled.append(
+                f"SELECT u.run_id FROM unnest({arrays[0]}, {arrays[2]}) AS u(run_id, key)"
+                f" WHERE u.run_id IN (SELECT run_id FROM ok) AND NOT EXISTS (SELECT 1 FROM w{i}"
+                f" WHERE w{i}.run_id = u.run_id AND w{i}.key = u.key)"
+            )
+    notify = "NULL"
     if runs:
         payload = json.dumps(sorted(runs))
         args += [EVENTS_CHANNEL, payload if len(payload) < _NOTIFY_MAX else '"*"']
-        tail = f"SELECT pg_notify(${len(args) - 1}, ${len(args)})"
-    return ("WITH " + ", ".join(parts) + " " + tail) if parts else tail, args
+        notify = f"pg_notify(${len(args) - 1}, ${len(args)})"
+    tail = (
+        "SELECT array(SELECT run_id FROM f EXCEPT SELECT run_id FROM ok),"
+        f" array({' UNION '.join(doubled) or 'SELECT NULL::text WHERE false'}), {notify}"
+    )
+    return "WITH " + ", ".join(parts) + " " + tail, args
 
 
 class PostgresDriver:
@@ -558,19 +809,25 @@ class PostgresDriver:
             self._pool.terminate()
             self._pool = None
 
-    async def write(self, batch: list[tuple[str, list[tuple[Any, ...]]]], runs: set[str]) -> None:
+    async def write(self, batch: Batch, runs: set[str], epochs: dict[str, int | None]) -> Refused:
         import asyncpg
 
         if self._writer is None or self._writer.is_closed():
             self._writer = await asyncpg.connect(self.dsn, timeout=CONNECT_TIMEOUT)
         conn = self._writer
-        sql, args = one_statement(batch, runs)
+        sql, args = one_statement(batch, runs, epochs)
         try:
-            await conn.execute(sql, *args)
+            fenced, doubled, _ = await conn.fetchrow(sql, *args)
         except BaseException:
             self._writer = None  # whatever broke it, the next attempt starts afresh
             conn.terminate()
             raise
+        return Refused(set(fenced), set(doubled))
+
+    async def migrate(self) -> int:
+        assert self._pool is not None
+        async with self._pool.acquire(timeout=CONNECT_TIMEOUT) as conn:
+            return await schema.migrate_postgres(conn)
 
     async def fetch(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         assert self._pool is not None

@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncGenerator, Awaitable
 from typing import Any
 
 from typing_extensions import override
-from workflows.context.serializers import BaseSerializer
 from workflows.context.state_store import StateStore
 from workflows.errors import WorkflowRuntimeError
-from workflows.events import Event, StartEvent, StopEvent
-from workflows.runtime.types.internal_state import BrokerState
+from workflows.events import Event, StopEvent
 from workflows.runtime.types.plugin import ExternalRunAdapter, V2RuntimeCompatibilityShim
 from workflows.runtime.types.ticks import WorkflowTick
-from workflows.workflow import Workflow
 
 from llm_compiler.durable.backend import Durable, prepare
 from llm_compiler.durable.journal import Journal, RunRecord
-from llm_compiler.durable.runtime import JournalRuntime
+from llm_compiler.durable.runtime import JournalRuntime, RunRequest
 
 logger = logging.getLogger(__name__)
 
@@ -52,9 +50,7 @@ class LocalRuntime(JournalRuntime):
         for record in await durable.claim(None):
             workflow = self.workflows.get(record.workflow)
             if workflow is None:  # another program's run: leave it to that program
-                await self.journal.fetch(
-                    "UPDATE llmc_runs SET owner = NULL WHERE run_id = ?", record.run_id
-                )
+                await durable.let_go(record.run_id)
                 continue
             self.records[record.run_id] = record
             await self.resume(record.run_id, workflow)
@@ -67,51 +63,38 @@ class LocalRuntime(JournalRuntime):
             await self._backend().stop()
 
     @override
-    def run_workflow(
-        self,
-        run_id: str,
-        workflow: Workflow,
-        init_state: BrokerState,
-        start_event: StartEvent | None = None,
-        serialized_state: dict[str, Any] | None = None,
-        serializer: BaseSerializer | None = None,
-    ) -> ExternalRunAdapter:
+    def route(self, request: RunRequest) -> ExternalRunAdapter | None:
+        run_id = request.run_id
         if run_id in self.active:
             return self.get_external_adapter(run_id)
-        if start_event is None:  # a resume (or a context carried on): run it
+        if request.start_event is None:  # a resume (or a context carried on): run it
             self.active.add(run_id)
-            return super().run_workflow(
-                run_id, workflow, init_state, start_event, serialized_state, serializer
-            )
-        opened = self._open(run_id, workflow, init_state, start_event, serialized_state, serializer)
-        return _Deferred(self, run_id, opened)
+            return None
+        return _Deferred(self, run_id, self._open(request))
 
-    async def _open(
-        self,
-        run_id: str,
-        workflow: Workflow,
-        init_state: BrokerState,
-        start_event: StartEvent,
-        serialized_state: dict[str, Any] | None,
-        serializer: BaseSerializer | None,
-    ) -> ExternalRunAdapter:
+    async def _open(self, request: RunRequest) -> ExternalRunAdapter:
+        run_id, workflow = request.run_id, request.workflow
+        durable = self._backend()
         record = await self.journal.record(run_id)
         if run_id in self.active:
             return self.get_external_adapter(run_id)
         if record is None:
-            record = RunRecord(run_id, run_id, workflow.workflow_name, owner=self._backend().worker)
+            record = RunRecord(run_id, run_id, workflow.workflow_name, owner=durable.worker)
+            record.epoch = 1
+            self.journal.hold(run_id, record.epoch)
             self.records[run_id] = record
             self.journal.put_run(record)
             self.active.add(run_id)
-            return JournalRuntime.run_workflow(
-                self, run_id, workflow, init_state, start_event, serialized_state, serializer
-            )
+            return self.run_here(request)
         if record.status in ("failed", "cancelled"):
             raise WorkflowRuntimeError(f"Run {run_id} {record.status}: {record.error or ''}")
-        if record.status == "running" and record.owner not in (None, self._backend().worker):
-            taken = await self._backend().take(run_id)
+        if record.status == "running":
+            taken = await durable.take(run_id)
             if taken is None:
                 raise WorkflowRuntimeError(f"Run {run_id} is held by worker {record.owner}.")
+            record = taken
+        else:  # finished: replayed to its recorded answer, which it writes again unchanged
+            self.journal.hold(run_id, record.epoch)
         self.records[run_id] = record
         await self.resume(run_id, workflow)
         return self.get_external_adapter(run_id)
@@ -124,10 +107,18 @@ class LocalRuntime(JournalRuntime):
             return
         error = outcome.exception()
         record.status = "completed" if error is None else "failed"
+        record.completed_at = record.updated_at = time.time()
         record.error = None if error is None else f"{type(error).__name__}: {error}"
         # Not a commit of its own: the answer is committed already, and a run found
         # "running" with its answer recorded resumes straight to that answer.
         self.journal.put_run(record, lazy=True)
+        self.journal.let_go(run_id)
+
+    def fenced(self, run_id: str) -> None:
+        """Another worker took `run_id` over: it stops here at once."""
+        self.active.discard(run_id)
+        self.records.pop(run_id, None)
+        JournalRuntime.stop_here(self, run_id)
 
 
 class _Deferred(ExternalRunAdapter, V2RuntimeCompatibilityShim):
@@ -201,4 +192,5 @@ def durable_runtime(database_url: str, *, worker: str | None = None) -> LocalRun
     durable = prepare(database_url, worker=worker, runtime=LocalRuntime)
     assert isinstance(durable.runtime, LocalRuntime)
     durable.runtime.durable = durable
+    durable.journal.on_fenced = durable.runtime.fenced
     return durable.runtime

@@ -29,6 +29,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -73,6 +74,9 @@ UNGATED_STEPS = frozenset({"schedule", "plan"})
 #: for the facts of their task only.
 CALL_GATED_STEPS = frozenset({"execute"})
 _JOURNAL: ContextVar[Journal | None] = ContextVar("llmc_journal", default=None)
+#: The idempotency key of the call whose start this context committed (one mark per call:
+#: a second mark of a key is refused, :class:`~.journal.AlreadyStarted`).
+_MARKED: ContextVar[str | None] = ContextVar("llmc_marked", default=None)
 
 
 async def at_most_once() -> bool:
@@ -88,10 +92,25 @@ async def at_most_once() -> bool:
     journal, key = _JOURNAL.get(), idempotency_key()
     if journal is None or key is None:
         return False
+    if _MARKED.get() == key:  # its policy marked this call's start already
+        return True
     run_id, round, task = key.rsplit(":", 2)
     journal.put(run_id, Row("started", f"{round}:{task}", "{}"))
     await journal.barrier(run_id)
+    _MARKED.set(key)
     return True
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A run asked of the runtime (the arguments of ``run_workflow``)."""
+
+    run_id: str
+    workflow: Workflow
+    init_state: BrokerState
+    start_event: StartEvent | None = None
+    serialized_state: dict[str, Any] | None = None
+    serializer: BaseSerializer | None = None
 
 
 class JournaledStateStore(InMemoryStateStore[Any]):
@@ -214,6 +233,9 @@ class JournalRuntime(BaseRuntimeDecorator):
         self.calls_gate: asyncio.Future[None] | None = None
         """While set (a worker draining), tool calls not started yet wait on it: they
         start on the worker that takes the run over."""
+        self.lease = asyncio.Event()
+        """Set while this worker may start tool calls (its liveness lock is held)."""
+        self.lease.set()
 
     # ------------------------------------------------------------------ wiring
 
@@ -254,17 +276,32 @@ class JournalRuntime(BaseRuntimeDecorator):
         serialized_state: dict[str, Any] | None = None,
         serializer: BaseSerializer | None = None,
     ) -> ExternalRunAdapter:
+        """Run here, unless :meth:`route` sends the run elsewhere."""
+        request = RunRequest(
+            run_id, workflow, init_state, start_event, serialized_state, serializer
+        )
+        routed = self.route(request)
+        return routed if routed is not None else self.run_here(request)
+
+    def route(self, request: RunRequest) -> ExternalRunAdapter | None:
+        """The one seam of the durable runtimes: where a run asked for now goes. None: run
+        it here now (the default); else the adapter of the run where it goes instead (a
+        run resumed by id, a run queued for another worker)."""
+        return None
+
+    def run_here(self, request: RunRequest) -> ExternalRunAdapter:
+        """Start (or go on with) `request`'s run in this process, journaled."""
+        run_id, workflow, start_event = request.run_id, request.workflow, request.start_event
         store = self.state_store(run_id, infer_state_type(workflow))
-        if serialized_state and serialized_state.get("state_data") is not None:
-            store.add_seed(
-                serialized_state, serializer or workflow.runtime.get_serializer(workflow)
-            )
+        seed = request.serialized_state
+        if seed and seed.get("state_data") is not None:
+            store.add_seed(seed, request.serializer or workflow.runtime.get_serializer(workflow))
         if start_event is not None:
             body = workflow.runtime.get_serializer(workflow).serialize(start_event)
             self.journal.put(run_id, Row("start", "", body))
             self.journal.commit_soon()
         adapter = super().run_workflow(
-            run_id, workflow, init_state, start_event, serialized_state, serializer
+            run_id, workflow, request.init_state, start_event, seed, request.serializer
         )
         self._watch(run_id, adapter)
         return _RunHandle(adapter, self)
@@ -280,6 +317,9 @@ class JournalRuntime(BaseRuntimeDecorator):
             await asyncio.shield(self.calls_gate)
         if started.side_effect == "pure":
             return
+        if not self.lease.is_set():  # this worker's liveness lock is away: start nothing
+            logger.warning("Run %s waits for this worker's lock to start a call.", started.run_id)
+            await self.lease.wait()
         store = self.states.get(started.run_id)
         if store is not None and started.task_id in store.inputs:
             await self.journal.settled(started.run_id, store.inputs[started.task_id])
@@ -289,6 +329,7 @@ class JournalRuntime(BaseRuntimeDecorator):
             key = f"{started.round}:{started.task_id}"
             self.journal.put(started.run_id, Row("started", key, "{}"))
             await self.journal.barrier(started.run_id)
+            _MARKED.set(started.idempotency_key)
 
     def _watch(self, run_id: str, adapter: ExternalRunAdapter) -> None:
         done = asyncio.ensure_future(adapter.get_result())
@@ -305,6 +346,18 @@ class JournalRuntime(BaseRuntimeDecorator):
 
     def finished(self, run_id: str, outcome: asyncio.Future[Any]) -> None:
         """Called when a run of this process ends (`outcome`: its result or error)."""
+
+    def stop_here(self, run_id: str) -> None:
+        """Stop `run_id` in this process at once: its tasks are cancelled, its state
+        dropped (another worker holds it now, or it left memory)."""
+        self.states.pop(run_id, None)
+        try:
+            adapter = self._decorated.get_external_adapter(run_id)
+        except RuntimeError:  # not running here (any more)
+            return
+        abort: Callable[[], None] | None = getattr(adapter, "abort", None)
+        if abort is not None:
+            abort()
 
     # ------------------------------------------------------------------ resume
 

@@ -4,13 +4,17 @@
 handler records are ``llmc_runs`` rows, a run's stream is ``llmc_events`` (numbered by
 the one worker that holds the run, so concurrent appends of one run never collide; held
 in memory for live readers and group-committed), its state is the journaled state store
-of :mod:`.runtime` (or, for a run held elsewhere or finished, the fold of its facts).
+of :mod:`.runtime` (or, for a run held elsewhere or finished, the fold of its facts). Its
+readers see an event once it is committed (never one a crash or a takeover could still
+take back), so a client reconnecting with ``Last-Event-ID`` gets exactly the run's history.
 
 :class:`ServedRuntime` claims the runs nobody holds (at start, when a worker died, when
 there is room under ``--max-runs``), resumes them with a :class:`RunResumed` mark on their
 stream, and carries events and cancels to runs another worker holds (``llmc_inbox``,
-woken with NOTIFY). A run waiting for input leaves memory after ``idle_release`` seconds;
-the next event sent to it, through any worker, loads it again.
+woken with NOTIFY: an event leaves the inbox only in the transaction that hands it to the
+run's current owner, one drain per run at a time, in order). A run waiting for input
+leaves memory after ``idle_release`` seconds; the next event sent to it, through any
+worker, loads it again (and a run released while an event waited for it is claimed).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,7 +39,6 @@ from workflows.context.state_store import (
 )
 from workflows.events import Event, StopEvent, WorkflowIdleEvent
 from workflows.runtime.runtime_decorators import BaseInternalRunAdapterDecorator
-from workflows.runtime.types.internal_state import BrokerState
 from workflows.runtime.types.plugin import ExternalRunAdapter, InternalRunAdapter
 from workflows.runtime.types.ticks import TickAddEvent, TickCancelRun, WorkflowTick
 from workflows.workflow import Workflow
@@ -44,9 +47,9 @@ from llm_compiler._upstream import StoredEvent, StoredTick, decode_persistent_ha
 from llm_compiler.durable.backend import Durable, prepare
 from llm_compiler.durable.config import IDLE_RELEASE, OUTAGE_LIMIT
 from llm_compiler.durable.events import RunResumed
-from llm_compiler.durable.facts import fold
+from llm_compiler.durable.facts import Row, fold
 from llm_compiler.durable.journal import EVENTS_CHANNEL, Journal, RunRecord
-from llm_compiler.durable.runtime import JournalRuntime
+from llm_compiler.durable.runtime import JournalRuntime, RunRequest
 from llm_compiler.durable.spec import StoreSpec
 from llm_compiler.engine.state import CompilerState
 
@@ -57,9 +60,11 @@ _HANDLERS = (
     "SELECT handler_id, workflow, status, run_id, error, result, started_at, updated_at,"
     " completed_at, idle_since FROM llmc_runs"
 )
-_INBOX_DDL = (
-    "CREATE TABLE IF NOT EXISTS llmc_inbox (id {serial} PRIMARY KEY, run_id TEXT NOT NULL,"
-    " body TEXT NOT NULL)"
+#: Hands the run's inbox to its owner: deleted only while the run's row holds the
+#: owner's epoch (``{lock}``: ``FOR SHARE`` on Postgres, so a takeover waits for it).
+_DRAIN = (
+    "WITH own AS (SELECT run_id FROM llmc_runs WHERE run_id = ? AND epoch = ?{lock})"
+    " DELETE FROM llmc_inbox WHERE run_id IN (SELECT run_id FROM own) RETURNING id, body"
 )
 
 
@@ -109,6 +114,8 @@ class JournalStore(AbstractWorkflowStore):
         """Handlers of the runs this worker holds."""
         self._events: dict[str, list[StoredEvent]] = {}
         self._next: dict[str, int] = {}
+        self._committed: dict[str, int] = {}
+        self._gone: set[str] = set()
         self._changed: dict[str, asyncio.Event] = {}
 
     @property
@@ -225,12 +232,17 @@ class JournalStore(AbstractWorkflowStore):
     async def update(self, handler: PersistentHandler) -> None:
         if handler.run_id is None:
             raise ValueError("A served run's handler needs a run id.")
-        reserved = handler.run_id in self.held or self.runtime.reserve(handler.run_id)
+        run_id = handler.run_id
+        here = run_id in self.held or run_id in self.journal.epochs
+        reserved = here or self.runtime.reserve(run_id)
         if reserved:
-            self.held[handler.run_id] = handler
-        self._put(handler, owner=self.durable.worker if reserved else None)
+            self.held[run_id] = handler
+        if reserved and not here:  # a new run, held here from its first row
+            self.journal.hold(run_id, 1)
+        owner = self.durable.worker if reserved else None
+        self._put(handler, owner=owner, epoch=self.journal.epoch(run_id) or 0)
         if not reserved:  # it waits in the database for a worker: committed now
-            await self.journal.barrier(handler.run_id)
+            await self.journal.barrier(run_id)
         # Otherwise not awaited here: the run's first step, and the start request's response
         # (:meth:`committed`), wait for this row's commit, with the run's first facts.
 
@@ -238,7 +250,7 @@ class JournalStore(AbstractWorkflowStore):
         """Wait until everything queued so far is committed (before a start is answered)."""
         await self.journal.commit()
 
-    def _put(self, handler: PersistentHandler, owner: str | None = None) -> None:
+    def _put(self, handler: PersistentHandler, owner: str | None = None, epoch: int = 0) -> None:
         assert handler.run_id is not None
         dumped = handler.model_dump(mode="json")
         result = dumped.get("result")
@@ -254,6 +266,7 @@ class JournalStore(AbstractWorkflowStore):
             updated_at=_seconds(handler.updated_at),
             completed_at=_seconds(handler.completed_at),
             idle_since=_seconds(handler.idle_since),
+            epoch=epoch,
         )
         self.journal.put_run(record)
 
@@ -289,12 +302,13 @@ class JournalStore(AbstractWorkflowStore):
         if handler.status != "running":
             self.held.pop(run_id, None)
             await self.journal.barrier(run_id)
+            self.journal.let_go(run_id)
 
     @override
     async def delete(self, query: HandlerQuery) -> int:
         found = await self.query(query)
         for handler in found:
-            for table in ("llmc_facts", "llmc_events", "llmc_runs"):
+            for table in ("llmc_facts", "llmc_events", "llmc_inbox", "llmc_runs"):
                 await self.journal.fetch(f"DELETE FROM {table} WHERE run_id = ?", handler.run_id)
         return len(found)
 
@@ -304,22 +318,40 @@ class JournalStore(AbstractWorkflowStore):
         """Number this run's next event after those in the journal (a run taken up here)."""
         rows = await self.journal.fetch("SELECT max(seq) FROM llmc_events WHERE run_id = ?", run_id)
         last = rows[0][0] if rows and rows[0][0] is not None else -1
+        self._gone.discard(run_id)
+        self._events.pop(run_id, None)
         self._next[run_id] = int(last) + 1
+        self._committed[run_id] = int(last)
+
+    def forget_stream(self, run_id: str) -> None:
+        """Another worker holds `run_id` now: its events queued here are not its history
+        (never committed, never shown); its readers read the journal from now on."""
+        self._gone.add(run_id)
+        for kept in (self._events, self._next, self._committed):
+            kept.pop(run_id, None)
+        self.changed(run_id)
+        asyncio.get_running_loop().call_later(60.0, self._gone.discard, run_id)
 
     @override
     async def append_event(self, run_id: str, event: EventEnvelopeWithMetadata) -> None:
+        if run_id in self._gone:  # the run stopped here: another worker writes its stream
+            return
         seq = self._next.get(run_id, 0)
         self._next[run_id] = seq + 1
         at = time.time()
         stored = StoredEvent(run_id=run_id, sequence=seq, timestamp=_at(at), event=event)
         self._events.setdefault(run_id, []).append(stored)
         self.journal.put_event(run_id, seq, at, event.model_dump_json())
-        if seq == 0:  # a stream begins: committed at once, so a resume knows the run ran
-            self.journal.commit_soon()
-        self.changed(run_id)
-        if self._is_terminal_event(stored):
+        terminal = self._is_terminal_event(stored)
+        if seq == 0 or terminal:  # a stream begins (a resume then knows the run ran), or
+            self.journal.commit_soon()  # ends: its readers see it once committed
+        if terminal:
             self._next.pop(run_id, None)
-            asyncio.get_running_loop().call_later(60.0, self._events.pop, run_id, None)
+            asyncio.get_running_loop().call_later(60.0, self._forget_events, run_id)
+
+    def _forget_events(self, run_id: str) -> None:
+        self._events.pop(run_id, None)
+        self._committed.pop(run_id, None)
 
     def changed(self, run_id: str) -> None:
         """Wake the readers of `run_id`'s stream."""
@@ -327,9 +359,22 @@ class JournalStore(AbstractWorkflowStore):
         if signal is not None:
             signal.set()
 
+    def wake_all(self) -> None:
+        """Wake every reader (events of any run may have been committed meanwhile)."""
+        for run_id in list(self._changed):
+            self.changed(run_id)
+
     def on_committed(self, runs: list[str]) -> None:
         """Events of `runs` were committed by a worker (Postgres NOTIFY)."""
         for run_id in runs:
+            self.changed(run_id)
+
+    def on_local_commit(self, last: dict[str, int]) -> None:
+        """This worker committed events of runs up to the given sequence numbers: their
+        readers may see them now."""
+        for run_id, seq in last.items():
+            if run_id in self._events and seq > self._committed.get(run_id, -1):
+                self._committed[run_id] = seq
             self.changed(run_id)
 
     @override
@@ -337,7 +382,8 @@ class JournalStore(AbstractWorkflowStore):
         self, run_id: str, after_sequence: int | None = None, limit: int | None = None
     ) -> list[StoredEvent]:
         after = -1 if after_sequence is None else after_sequence
-        local = [e for e in self._events.get(run_id, []) if e.sequence > after]
+        committed = self._committed.get(run_id, -1)
+        local = [e for e in self._events.get(run_id, []) if after < e.sequence <= committed]
         first_local = local[0].sequence if local else None
         rows = []
         if first_local is None or first_local > after + 1:
@@ -431,11 +477,15 @@ class ServedRuntime(JournalRuntime):
         super().__init__(journal)
         self.durable: Durable | None = None
         self.max_runs: int | None = None
+        self.retain: float | None = None
+        """Seconds a finished run's rows are kept (None: for ever)."""
         self.holding: set[str] = set()
         self._claiming: asyncio.Task[None] | None = None
         self._again = False
         self._listener: Any = None
         self._idle: dict[str, asyncio.TimerHandle] = {}
+        self._quiet: set[str] = set()
+        self._drains: dict[str, asyncio.Lock] = {}
         self._store: JournalStore | None = None
         self.claims_stopped = False
 
@@ -450,19 +500,36 @@ class ServedRuntime(JournalRuntime):
         if self._store is None:
             self._store = JournalStore(self.backend)
             self.on_resume = self._store.mark_resumed
+            self.journal.on_events = self._store.on_local_commit
+            self.journal.on_fenced = self.fenced
         return self._store
 
     # ------------------------------------------------------------------ lifecycle
 
     @override
     async def launch(self) -> None:
+        _ = self.store  # wired to the journal before anything is committed
         await self.backend.start()
-        serial = "BIGSERIAL" if self.backend.spec.kind == "postgres" else "INTEGER"
-        await self.journal.fetch(_INBOX_DDL.format(serial=serial))
         await super().launch()
         if self.backend.spec.kind == "postgres":
             await self._listen()
+        if self.retain is not None:
+            self._spawn(self._prune_forever(self.retain))
         self.on_room()
+
+    async def _prune_forever(self, retain: float) -> None:
+        """Delete finished runs older than `retain` now, then every quarter of it (at most
+        hourly): a maintenance schedule, not a poll (nothing announces a run aging)."""
+        from llm_compiler.durable.backend import prune
+
+        while True:
+            try:
+                gone = await prune(self.journal, retain)
+                if gone:
+                    logger.info("Deleted %d finished run(s) older than %g s.", gone, retain)
+            except Exception as e:
+                logger.warning("Pruning finished runs failed (%s); trying again later.", e)
+            await asyncio.sleep(min(retain / 4, 3600.0))
 
     @override
     async def destroy(self) -> None:
@@ -494,7 +561,10 @@ class ServedRuntime(JournalRuntime):
 
     def _on_events(self, conn: object, pid: int, channel: str, payload: str) -> None:
         runs = json.loads(payload)
-        self.store.on_committed(list(self.store._changed) if runs == "*" else runs)
+        if runs == "*":
+            self.store.wake_all()
+        else:
+            self.store.on_committed(runs)
 
     def _on_inbox(self, conn: object, pid: int, channel: str, run_id: str) -> None:
         if run_id in self.holding:
@@ -507,8 +577,7 @@ class ServedRuntime(JournalRuntime):
 
     async def _relisten(self) -> None:
         await self.journal.retrying(self._listen)
-        for run_id in list(self.store._changed):
-            self.store.changed(run_id)
+        self.store.wake_all()
         for run_id in list(self.holding):
             await self.drain(run_id)
         self.on_room()
@@ -553,7 +622,10 @@ class ServedRuntime(JournalRuntime):
             while True:
                 self._again = False
                 for record in await self.backend.claim(self.room()):
-                    await self._take_up(record)
+                    try:
+                        await self._take_up(record)
+                    except Exception:  # the others are taken up all the same
+                        logger.exception("Taking up run %s failed", record.run_id)
                 if not self._again:
                     return
         except Exception:
@@ -567,10 +639,11 @@ class ServedRuntime(JournalRuntime):
             logger.warning(
                 "Run %s is of workflow %s, not served here.", record.run_id, record.workflow
             )
-            await self.journal.fetch(
-                "UPDATE llmc_runs SET owner = NULL WHERE run_id = ?", record.run_id
-            )
+            await self.backend.let_go(record.run_id)
             return
+        if record.run_id in self.holding:  # taken from this worker, then claimed back:
+            self._stop(record.run_id)  # the old incarnation stops; the run resumes anew
+            await asyncio.sleep(0)  # (its cancelled tasks unwind)
         self.holding.add(record.run_id)
         try:
             await self.resume(record.run_id, workflow)
@@ -583,31 +656,36 @@ class ServedRuntime(JournalRuntime):
 
     @override
     def finished(self, run_id: str, outcome: asyncio.Future[Any]) -> None:
+        self._drains.pop(run_id, None)
         if run_id in self.holding:
             self.holding.discard(run_id)
             if self.max_runs is not None:  # room for a run waiting in the queue
                 self.on_room()
 
+    def fenced(self, run_id: str) -> None:
+        """Another worker holds `run_id` now (a write of it was refused): it stops here."""
+        self._stop(run_id)
+        if self.max_runs is not None:
+            self.on_room()
+
+    def _stop(self, run_id: str) -> None:
+        """Stop this process's incarnation of `run_id` at once."""
+        self.holding.discard(run_id)
+        self.store.held.pop(run_id, None)
+        self._touch(run_id)
+        self.stop_here(run_id)
+        self.store.forget_stream(run_id)
+
     # ------------------------------------------------------------------ runs
 
     @override
-    def run_workflow(
-        self,
-        run_id: str,
-        workflow: Workflow,
-        init_state: BrokerState,
-        start_event: Any = None,
-        serialized_state: dict[str, Any] | None = None,
-        serializer: BaseSerializer | None = None,
-    ) -> ExternalRunAdapter:
+    def route(self, request: RunRequest) -> ExternalRunAdapter | None:
+        run_id, start_event = request.run_id, request.start_event
         if run_id in self.holding:
-            return super().run_workflow(
-                run_id, workflow, init_state, start_event, serialized_state, serializer
-            )
+            return None
         if start_event is not None:  # no room here: the start waits in the queue
+            workflow = request.workflow
             body = workflow.runtime.get_serializer(workflow).serialize(start_event)
-            from llm_compiler.durable.facts import Row
-
             self.journal.put(run_id, Row("start", "", body))
             self._spawn(self._queued())
         return RemoteRun(self, run_id)
@@ -630,12 +708,9 @@ class ServedRuntime(JournalRuntime):
     # ------------------------------------------------------------------ events to runs
 
     async def deliver(self, run_id: str, tick: WorkflowTick) -> None:
-        """Send `tick` to `run_id`: here if held here (or taken up now), else via the inbox."""
-        if run_id not in self.holding and not self.claims_stopped:
-            record = await self.backend.take(run_id)
-            if record is not None:
-                await self.store.update_handler_status(run_id, idle_since=None)
-                await self._take_up(record)
+        """Send `tick` to `run_id`: here if held here (or taken up now), else via the inbox
+        (and if the run's owner let it go meanwhile, it is taken up here after all)."""
+        await self._take(run_id)
         if run_id in self.holding:
             self._touch(run_id)
             await super().get_external_adapter(run_id).send_event(tick)
@@ -646,6 +721,18 @@ class ServedRuntime(JournalRuntime):
         )
         if self.backend.spec.kind == "postgres":
             await self.journal.fetch("SELECT pg_notify(?, ?)", INBOX_CHANNEL, run_id)
+        # Read after the insert committed: an owner releasing the run either sees the row
+        # (and wakes the queue) or let go before this read, which then takes the run.
+        await self._take(run_id)
+
+    async def _take(self, run_id: str) -> None:
+        """Take `run_id` up here if nobody holds it (it waits for input, or in the queue),
+        unless this worker has stopped claiming runs (it drains)."""
+        if run_id in self.holding or self.claims_stopped:
+            return
+        record = await self.backend.take(run_id)
+        if record is not None:
+            await self._take_up(record)
 
     def _encode(self, run_id: str, tick: WorkflowTick) -> str:
         if isinstance(tick, TickCancelRun):
@@ -662,26 +749,45 @@ class ServedRuntime(JournalRuntime):
             return next(iter(self.workflows.values()))
         return self.workflows[name]
 
+    def _drain_lock(self, run_id: str) -> asyncio.Lock:
+        lock = self._drains.get(run_id)
+        if lock is None:
+            lock = self._drains[run_id] = asyncio.Lock()
+        return lock
+
     async def drain(self, run_id: str) -> None:
-        """Deliver what waits in the inbox for a run held here."""
-        rows = await self.journal.fetch(
-            "DELETE FROM llmc_inbox WHERE run_id = ? RETURNING id, body", run_id
-        )
-        if not rows or run_id not in self.holding:
-            return
-        workflow = self._workflow_of(run_id)
-        adapter = super().get_external_adapter(run_id)
-        for _, body in sorted(rows):
-            message = json.loads(body)
-            if message.get("cancel"):
-                await adapter.send_event(TickCancelRun())
-            else:
-                event = workflow.runtime.get_serializer(workflow).deserialize(message["event"])
+        """Deliver what waits in the inbox for a run held here: the rows are deleted in the
+        transaction that checks this worker's epoch, and handed to the run before anything
+        else may let the run go (one drain of a run at a time, in the order sent)."""
+        async with self._drain_lock(run_id):
+            epoch = self.journal.epochs.get(run_id)
+            if run_id not in self.holding or epoch is None:
+                return
+            lock = " FOR SHARE" if self.backend.spec.kind == "postgres" else ""
+            rows = await self.journal.fetch(_DRAIN.format(lock=lock), run_id, epoch)
+            if not rows:
+                return
+            if run_id not in self.holding:  # fenced meanwhile: the new owner's now
+                logger.error("Run %s left this worker while its inbox was handed to it.", run_id)
+            workflow = self._workflow_of(run_id)
+            adapter = super().get_external_adapter(run_id)
+            self._touch(run_id)
+            for _, body in sorted(rows):
+                message = json.loads(body)
+                if message.get("cancel"):
+                    await adapter.send_event(TickCancelRun())
+                    continue
+                try:
+                    event = workflow.runtime.get_serializer(workflow).deserialize(message["event"])
+                except ValueError as e:  # not an event a client may send this workflow
+                    logger.error("Run %s: an inbox event was dropped: %s", run_id, e)
+                    continue
                 await adapter.send_event(TickAddEvent(event=event))
 
     # ------------------------------------------------------------------ idle release
 
     def _touch(self, run_id: str) -> None:
+        self._quiet.discard(run_id)
         handle = self._idle.pop(run_id, None)
         if handle is not None:
             handle.cancel()
@@ -689,6 +795,7 @@ class ServedRuntime(JournalRuntime):
     def went_idle(self, run_id: str) -> None:
         """The run waits for input: release it after ``idle_release`` seconds of that."""
         self._touch(run_id)
+        self._quiet.add(run_id)
         loop = asyncio.get_running_loop()
         self._idle[run_id] = loop.call_later(
             self.backend.idle_release, lambda: self._spawn(self._release(run_id))
@@ -699,18 +806,21 @@ class ServedRuntime(JournalRuntime):
         self._touch(run_id)
 
     async def _release(self, run_id: str) -> None:
+        """Let a run that waited for input long enough leave memory (no drain meanwhile:
+        an event handed to it is delivered first, and the run is not idle then)."""
         self._idle.pop(run_id, None)
-        if run_id not in self.holding:
-            return
-        await self.store.update_handler_status(run_id, idle_since=datetime.now(UTC))
-        await self.journal.commit()  # its stream too: another worker may take it up
-        self.holding.discard(run_id)
-        self.store.held.pop(run_id, None)
-        abort = getattr(super().get_external_adapter(run_id), "abort", None)
-        if abort is not None:
-            abort()
-        await self.journal.fetch("UPDATE llmc_runs SET owner = NULL WHERE run_id = ?", run_id)
+        async with self._drain_lock(run_id):
+            if run_id not in self.holding or run_id not in self._quiet:
+                return
+            self._quiet.discard(run_id)
+            self.holding.discard(run_id)
+            self.store.held.pop(run_id, None)
+            self.stop_here(run_id)
+            waiting = await self.backend.let_go(run_id, idle_since=time.time())
+        self._drains.pop(run_id, None)
         logger.info("Run %s waits for input: released from memory.", run_id)
+        if waiting:
+            logger.info("An event waits for run %s: it goes to a worker with room.", run_id)
         self.on_room()
 
 
@@ -743,9 +853,12 @@ class ServedDurable(Durable):
         """The workflow store (give it to ``WorkflowServer``)."""
         return self.served.store
 
+    retain: float | None = None
+
     def server_runtime(self) -> ServedRuntime:
         """The runtime to give ``WorkflowServer``."""
         self.served.max_runs = self.max_runs
+        self.served.retain = self.retain
         return self.served
 
 
@@ -756,8 +869,12 @@ async def open_durable(
     max_runs: int | None = None,
     idle_release: float = IDLE_RELEASE,
     outage_limit: float = OUTAGE_LIMIT,
+    on_fatal: Callable[[str], None] | None = None,
+    retain: float | None = None,
 ) -> ServedDurable:
-    """The durable backend of a server on `spec`, its database checked now.
+    """The durable backend of a server on `spec`, its database checked now (`on_fatal`:
+    called if the store stays away past the outage limit; by default it is logged, the
+    runs fail and the host process lives on).
 
     Raises:
         ConfigurationError: A missing driver, an unknown scheme, an unreachable database,
@@ -772,10 +889,12 @@ async def open_durable(
         cls=ServedDurable,
         idle_release=idle_release,
         outage_limit=outage_limit,
+        **({} if on_fatal is None else {"on_fatal": on_fatal}),
     )
     assert isinstance(durable, ServedDurable) and isinstance(durable.runtime, ServedRuntime)
     durable.runtime.durable = durable
     durable.max_runs = max_runs
+    durable.retain = retain
     if durable.spec.kind == "postgres":
         await check_reachable(durable.spec)
     return durable

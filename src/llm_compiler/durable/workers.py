@@ -13,8 +13,18 @@ finds at start.
 A database restart drops every lock at once. A worker then reconnects with backoff and
 takes its lock again; its peers wait :data:`REWATCH_GRACE` seconds after their own
 reconnect before they wait on its lock again, so a live worker is not taken for dead. If
-it was anyway (its row is gone when it gets its lock back), it stops: its runs are
-already someone else's.
+it was anyway (its row is gone when it gets its lock back), its runs were released with
+a new epoch: it drops those it did not claim back since (``on_taken``), announces itself
+again and goes on.
+
+The lock only says who is alive; it never decides who may write for a run: that is the
+run's epoch, checked by every commit (:mod:`.journal`). While its lock connection is
+away a worker starts no tool call (:attr:`PostgresLiveness.lease` is clear).
+
+The lock connection must keep its session: direct connections, or a pooler in session
+mode. A pooler in transaction mode (PgBouncer's ``pool_mode=transaction``) moves the
+session's statements between server connections; when that is seen (the lock is not
+held by the session that just took it) the worker refuses to start.
 
 SQLite: one process per database file, enforced with an exclusive file lock.
 """
@@ -28,6 +38,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import IO, Any, Protocol
 
+from llm_compiler.durable import schema
 from llm_compiler.durable.config import BACKOFF_MAX, CONNECT_TIMEOUT, DurableConfig
 from llm_compiler.errors import ConfigurationError
 
@@ -37,7 +48,6 @@ TABLE = "llmc_workers"
 CHANNEL = "llmc_workers"
 #: Seconds a worker waits, after reconnecting, before it waits on its peers' locks again.
 REWATCH_GRACE = 3 * BACKOFF_MAX + 1.0
-_DDL_LOCK = 0x6C6C6D63  # serializes the CREATE TABLE of workers starting together
 
 
 class Liveness(Protocol):
@@ -91,6 +101,27 @@ def _key(worker: str) -> str:
     return f"llm-compiler-worker:{worker}"
 
 
+async def _check_session(conn: Any, key: str) -> None:
+    """Raise if the lock just taken on `conn` is not held by the session `conn` now talks
+    to: a pooler in transaction mode hands each statement to any server connection.
+
+    Raises:
+        ConfigurationError: The connection does not keep its session.
+    """
+    held = await conn.fetchval(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND pid = pg_backend_pid() AND objid = (hashtextextended($1, 0) & 4294967295)::oid"
+        " AND classid = ((hashtextextended($1, 0) >> 32) & 4294967295)::oid",
+        key,
+    )
+    if not held:
+        raise ConfigurationError(
+            "The store's connections do not keep their session (a pooler in transaction "
+            "mode, such as PgBouncer's pool_mode=transaction?): durable workers need direct "
+            "connections or session pooling."
+        )
+
+
 Adopt = Callable[[str], Awaitable[None]]
 
 
@@ -101,15 +132,23 @@ class PostgresLiveness:
         config: The store and this worker's id.
         release: Called with a dead worker's id while its lock is held here: hands its
             unfinished runs back to the queue (exactly once).
-        on_fenced: Called when this worker finds it was taken for dead (it must stop).
+        on_fatal: Called when the lock stayed out of reach past the outage limit.
+        on_taken: Called when this worker finds it was taken for dead (its runs were
+            released: it must drop those it has not taken back since).
     """
 
     def __init__(
-        self, config: DurableConfig, release: Adopt, on_fenced: Callable[[str], None]
+        self,
+        config: DurableConfig,
+        release: Adopt,
+        on_fatal: Callable[[str], None],
+        on_taken: Callable[[], None] | None = None,
     ) -> None:
         self.config, self.worker = config, config.worker
-        self.release, self.on_fenced = release, on_fenced
+        self.release, self.on_fatal, self.on_taken = release, on_fatal, on_taken
         self.degraded = False
+        self.lease = asyncio.Event()
+        """Set while this worker holds its lock: tool calls start only then."""
         self._conn: Any = None
         self._watchers: dict[str, asyncio.Task[None]] = {}
         self._keeper: asyncio.Task[None] | None = None
@@ -129,21 +168,18 @@ class PostgresLiveness:
     async def _hold(self, again: bool = False) -> None:
         conn = await self._connect()
         try:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock($1)", _DDL_LOCK)
-                await conn.execute(
-                    f"CREATE TABLE IF NOT EXISTS {TABLE} (worker TEXT PRIMARY KEY, host TEXT,"
-                    " pid INT, started_at TIMESTAMPTZ DEFAULT now())"
-                )
+            if not again:
+                await schema.migrate_postgres(conn)
             await conn.execute(
                 "SELECT pg_advisory_lock(hashtextextended($1, 0))", _key(self.worker)
             )
+            await _check_session(conn, _key(self.worker))
             if again and not await conn.fetchval(
                 f"SELECT count(*) FROM {TABLE} WHERE worker = $1", self.worker
             ):
-                await conn.close()
-                self.on_fenced(f"worker {self.worker} was taken for dead while cut off")
-                return
+                logger.warning("Worker %s was taken for dead while cut off.", self.worker)
+                if self.on_taken is not None:
+                    self.on_taken()
             await conn.execute(
                 f"INSERT INTO {TABLE} (worker, host, pid) VALUES ($1, $2, $3)"
                 " ON CONFLICT (worker) DO UPDATE SET started_at = now()",
@@ -158,6 +194,7 @@ class PostgresLiveness:
             raise
         conn.add_termination_listener(self._on_lost)
         self._conn = conn
+        self.lease.set()
 
     async def stop(self) -> None:
         """Stop watching and drop this worker's lock (its unfinished runs are released
@@ -168,7 +205,12 @@ class PostgresLiveness:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._watchers.clear()
+        self.lease.clear()
         if self._conn is not None:
+            try:  # a stopped worker leaves the table (its runs were released)
+                await self._conn.execute(f"DELETE FROM {TABLE} WHERE worker = $1", self.worker)
+            except Exception as e:
+                logger.info("Could not remove worker %s's row: %s", self.worker, e)
             await self._conn.close()
             self._conn = None
 
@@ -179,6 +221,7 @@ class PostgresLiveness:
         if self._stopping or self._keeper is not None:
             return
         self.degraded = True
+        self.lease.clear()
         logger.warning("Worker %s lost its lock connection; reconnecting.", self.worker)
         self._keeper = asyncio.get_running_loop().create_task(self._reconnect())
 
@@ -193,7 +236,7 @@ class PostgresLiveness:
                     break
                 except Exception as e:  # the database is still away
                     if loop.time() > deadline:
-                        self.on_fenced(
+                        self.on_fatal(
                             f"the store did not answer for {self.config.outage_limit:g} s ({e})"
                         )
                         return

@@ -1,0 +1,108 @@
+"""Keeping a store: schema versions, pruning finished runs, what a commit of an
+at-most-once start costs on SQLite, and what a host process is spared."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from llm_compiler.cli import main
+from llm_compiler.durable.config import DurableConfig
+from llm_compiler.durable.facts import Row
+from llm_compiler.durable.journal import Journal, RunRecord
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_store_migrate_and_prune_from_the_command_line(tmp_path: Path, capsys) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert main(["store", "migrate", "--store", store]) == 0
+    assert "Schema version 2 (was none)" in capsys.readouterr().out
+    assert main(["store", "migrate", "--store", store]) == 0
+    assert "Schema version 2 (was 2)" in capsys.readouterr().out
+    with sqlite3.connect(tmp_path / "runs.db") as db:
+        now = time.time()
+        for run, status, done in (("old", "completed", now - 90), ("new", "failed", now)):
+            db.execute(
+                "INSERT INTO llmc_runs (run_id, handler_id, workflow, status, completed_at)"
+                " VALUES (?, ?, 'compiler', ?, ?)",
+                (run, run, status, done),
+            )
+            db.execute("INSERT INTO llmc_facts VALUES (?, 'head', '', '{}')", (run,))
+            db.execute("INSERT INTO llmc_inbox (run_id, body) VALUES (?, '{}')", (run,))
+        db.execute(
+            "INSERT INTO llmc_runs (run_id, handler_id, workflow, status, started_at)"
+            " VALUES ('live', 'live', 'compiler', 'running', ?)",
+            (now - 90,),
+        )
+        db.execute("INSERT INTO llmc_inbox (run_id, body) VALUES ('live', '{}')")
+    assert main(["store", "prune", "--store", store, "--older-than", "1m"]) == 0
+    assert "Deleted 1 finished run(s)." in capsys.readouterr().out
+    with sqlite3.connect(tmp_path / "runs.db") as db:
+        runs = {r for (r,) in db.execute("SELECT run_id FROM llmc_runs")}
+        facts = {r for (r,) in db.execute("SELECT run_id FROM llmc_facts")}
+        inbox = {r for (r,) in db.execute("SELECT run_id FROM llmc_inbox")}
+    assert runs == {"new", "live"} and facts == {"new"}
+    assert inbox == {"live"}  # a finished run's inbox goes at once; a running run's stays
+    with pytest.raises(SystemExit):
+        main(["store", "prune", "--store", store, "--older-than", "soon"])
+
+
+async def test_an_at_most_once_start_is_committed_with_synchronous_full(tmp_path: Path) -> None:
+    """SQLite runs ``synchronous=NORMAL`` (a commit may be lost by an OS crash), but a
+    commit holding an at-most-once start mark is synced to disk before the call starts."""
+    journal = Journal(DurableConfig.build(f"sqlite:///{tmp_path / 'j.db'}"))
+    await journal.open()
+    seen: list[str] = []
+    db = journal.driver._db  # type: ignore[attr-defined]
+    await journal.driver._call(lambda: db.set_trace_callback(seen.append))  # type: ignore[attr-defined]
+    try:
+        journal.hold("r", 1)
+        journal.put_run(RunRecord("r", "r", "compiler", epoch=1))
+        journal.put("r", Row("task", "1", "{}"))
+        await journal.barrier("r")
+        plain = list(seen)
+        seen.clear()
+        journal.put("r", Row("started", "0:1", "{}"))
+        await journal.barrier("r")
+    finally:
+        await journal.close()
+    assert not any("synchronous=FULL" in s for s in plain)
+    full = next(i for i, s in enumerate(seen) if "synchronous=FULL" in s)
+    assert full < seen.index("COMMIT"), seen
+
+
+def test_a_library_host_is_not_ended_when_its_store_is_gone(tmp_path: Path) -> None:
+    """The fatal handler of an in-process durable runtime logs and lets the runs fail; it
+    never ends the host process (the served CLI's does, with status 75)."""
+    code = (
+        "from llm_compiler.durable import durable_runtime\n"
+        f"rt = durable_runtime('sqlite:///{tmp_path / 'h.db'}')\n"
+        "rt.journal.on_fatal('the store did not answer')\n"
+        "print('alive')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "alive" in done.stdout, done.stderr
+
+
+async def test_a_connection_that_does_not_keep_its_session_is_refused(database) -> None:
+    """The check behind "direct connections or session pooling": a lock the session does
+    not hold (as behind a pooler in transaction mode) stops the worker with a clear error."""
+    import asyncpg
+
+    from llm_compiler.durable.workers import _check_session
+    from llm_compiler.errors import ConfigurationError
+
+    conn = await asyncpg.connect(database)
+    try:
+        with pytest.raises(ConfigurationError, match="session pooling"):
+            await _check_session(conn, "llm-compiler-worker:nobody")
+        await conn.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", "k")
+        await _check_session(conn, "k")  # held by this session: fine
+    finally:
+        await conn.close()
