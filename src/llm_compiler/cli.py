@@ -602,7 +602,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigurationError as e:
         print(f"error: {e.message}", file=sys.stderr)  # noqa: T201
         return 2
-    handler = configure_logs(args.log_level, args.log_format)
+    handler = configure_logs(
+        getattr(args, "log_level", "info"), getattr(args, "log_format", "text")
+    )
     try:
         return _run(args)
     finally:

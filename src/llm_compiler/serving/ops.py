@@ -190,10 +190,10 @@ def time_commits(journal: Any) -> None:
 
     write = journal.driver.write
 
-    async def timed(*args: Any) -> None:
+    async def timed(*args: Any) -> Any:
         started = time.perf_counter()
         try:
-            await write(*args)
+            return await write(*args)  # what the fence refused
         finally:
             record_commit(time.perf_counter() - started)
 
