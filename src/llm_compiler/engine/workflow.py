@@ -62,7 +62,14 @@ from llm_compiler.engine.dispatch import (
     verdict_of,
 )
 from llm_compiler.engine.executor import run_task
-from llm_compiler.engine.llm import Metered, default_llm, is_chat, metered_call, require_llm
+from llm_compiler.engine.llm import (
+    Metered,
+    constrained_for,
+    default_llm,
+    is_chat,
+    metered_call,
+    require_llm,
+)
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.engine.policy import (
     BEFORE_CALL,
@@ -428,7 +435,7 @@ class LLMCompilerWorkflow(Workflow):
         """Whether to ask the server for constrained decoding (see CompilerConfig)."""
         if self.config.constrained is not None:
             return self.config.constrained
-        return bool(getattr(self.llm, "llm_compiler_constrained", False))
+        return constrained_for(self.llm, self.dialect)
 
     # ------------------------------------------------------------------ scheduler
 
