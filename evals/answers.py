@@ -317,17 +317,21 @@ def demo_workflow(llm: LLM, **options: Any) -> LLMCompilerWorkflow:
     )
 
 
-def stocks_workflow(llm: LLM, **options: Any) -> LLMCompilerWorkflow:
-    """The second tool set, with the defaults a new user gets (no examples of its own)."""
-    tools = cast("list[ToolLike]", stocks.TOOLS)
+def user_workflow(tools: Sequence[ToolLike], llm: LLM, **options: Any) -> LLMCompilerWorkflow:
+    """A user's own tools, with the defaults a new user gets (no examples of their own)."""
     return LLMCompilerWorkflow(
-        tools=tools,
+        tools=list(tools),
         llm=llm,
         max_replans=1,
         tool_timeout=10,
         dialect=LLMCompilerDialect(**options),
         timeout=None,
     )
+
+
+def stocks_workflow(llm: LLM, **options: Any) -> LLMCompilerWorkflow:
+    """The second tool set, as a new user's script would have it."""
+    return user_workflow(cast("list[ToolLike]", stocks.TOOLS), llm, **options)
 
 
 @dataclass

@@ -27,7 +27,7 @@ import asyncio
 import re
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,7 +41,6 @@ from evals.bfcl import write_results
 from evals.fresh_tools import TOOL_SETS
 from evals.own_tools import ExpectedCall, Ref, matched
 from llm_compiler import LLMCompilerWorkflow
-from llm_compiler.dialects import LLMCompilerDialect
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SetName = Literal["travel", "shop", "calendar", "demo", "stocks"]
@@ -314,21 +313,9 @@ class FreshOutcome:
     error: str | None = None
 
 
-def user_workflow(tools: list[Callable[..., Any]], llm: LLM, **options: Any) -> LLMCompilerWorkflow:
-    """A user's own tools, with the defaults a new user gets (no examples of their own)."""
-    return LLMCompilerWorkflow(
-        tools=tools,
-        llm=llm,
-        max_replans=1,
-        tool_timeout=10,
-        dialect=LLMCompilerDialect(**options),
-        timeout=None,
-    )
-
-
 def workflows(llm: LLM, **options: Any) -> dict[str, LLMCompilerWorkflow]:
     """One workflow per tool set."""
-    made = {name: user_workflow(tools, llm, **options) for name, tools in TOOL_SETS.items()}
+    made = {n: answers.user_workflow(tools, llm, **options) for n, tools in TOOL_SETS.items()}
     made["demo"] = answers.demo_workflow(llm, **options)
     made["stocks"] = answers.stocks_workflow(llm, **options)
     return made
