@@ -94,7 +94,8 @@ demo-mcp: install
 ## Plan correctness on BFCL's parallel items (text plans vs. a plain prompt; the bfcl-eval
 ## wheel is downloaded once into .cache/bfcl, never installed), plans for questions on
 ## small tool sets of a user's own (evals/own_tools.py), then end-to-end answers on the
-## demo tools and a second tool set (evals/answers.py). Same model choice as `demo`.
+## demo tools and a second tool set (evals/answers.py), then the fresh held-out questions on
+## three more tool sets (evals/fresh.py). Same model choice as `demo`.
 ## More items: make eval EVAL_ARGS="--sample 80"
 eval: install
 	@if [ -z "$$OPENAI_API_KEY$$LLM_COMPILER_API_BASE" ]; then \
@@ -102,6 +103,7 @@ eval: install
 	$(BIN)/python -m evals.bfcl $(EVAL_ARGS)
 	$(BIN)/python -m evals.own_tools
 	$(BIN)/python -m evals.answers
+	$(BIN)/python -m evals.fresh
 
 ## The benchmarks; the durable one compares LangGraph's Postgres checkpointer on the same
 ## fan-out when .venv-langgraph installs (never fatal: without it that table is skipped).

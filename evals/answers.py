@@ -317,11 +317,10 @@ def demo_workflow(llm: LLM, **options: Any) -> LLMCompilerWorkflow:
     )
 
 
-def stocks_workflow(llm: LLM, **options: Any) -> LLMCompilerWorkflow:
-    """The second tool set, with the defaults a new user gets (no examples of its own)."""
-    tools = cast("list[ToolLike]", stocks.TOOLS)
+def user_workflow(tools: Sequence[ToolLike], llm: LLM, **options: Any) -> LLMCompilerWorkflow:
+    """A user's own tools, with the defaults a new user gets (no examples of their own)."""
     return LLMCompilerWorkflow(
-        tools=tools,
+        tools=list(tools),
         llm=llm,
         max_replans=1,
         tool_timeout=10,
@@ -330,44 +329,73 @@ def stocks_workflow(llm: LLM, **options: Any) -> LLMCompilerWorkflow:
     )
 
 
-async def ask(workflow: LLMCompilerWorkflow, q: Question, timeout: float | None) -> AnswerOutcome:
-    """Run one question to its answer, timing its first task, and check it."""
+def stocks_workflow(llm: LLM, **options: Any) -> LLMCompilerWorkflow:
+    """The second tool set, as a new user's script would have it."""
+    return user_workflow(cast("list[ToolLike]", stocks.TOOLS), llm, **options)
+
+
+@dataclass
+class Run:
+    """One question's run: its answer (or error), timings and the run's summary."""
+
+    answer: str = ""
+    error: str | None = None
+    first_task: float | None = None
+    seconds: float = 0.0
+    rounds: int = 0
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    """Each task of the summary: ``round``, ``tool``, ``args``, ``status``, ``output``."""
+
+
+async def run_once(workflow: LLMCompilerWorkflow, text: str, timeout: float | None) -> Run:
+    """Run one question to its answer, timing its first task; a failure is kept, not raised."""
     started = time.perf_counter()
-    answer, rounds, tasks, error, first = "", 0, [], None, None
+    run = Run()
     try:
-        handler = workflow.run(user_msg=q.text)
+        handler = workflow.run(user_msg=text)
 
         async def finish() -> Any:
-            nonlocal first
             async for ev in handler.stream_events():
-                if first is None and isinstance(ev, TaskReady):
-                    first = round(time.perf_counter() - started, 2)
+                if run.first_task is None and isinstance(ev, TaskReady):
+                    run.first_task = round(time.perf_counter() - started, 2)
             return await handler
 
         output = await asyncio.wait_for(finish(), timeout)
-        answer = str(output)
+        run.answer = str(output)
         raw = getattr(output, "raw", None) or {}
-        rounds = int(raw.get("rounds", 0))
-        tasks = [
-            f"{t['tool']}({t['kwargs']}) -> {str(t.get('output'))[:60]!r}"
-            for t in raw.get("tasks", {}).values()
+        run.rounds = int(raw.get("rounds", 0))
+        run.tasks = [
+            {k: t.get(k) for k in ("id", "round", "tool", "args", "status", "output")}
+            for t in raw.get("summary", {}).get("tasks", [])
         ]
     except TimeoutError:
-        error = f"timed out after {timeout} s"
+        run.error = f"timed out after {timeout} s"
     except Exception as e:  # a failed run is a wrong answer, not the end of the eval
-        error = f"{type(e).__name__}: {e}"
-    judged: Verdict = "wrong" if error else verdict(answer, q.expect)
+        run.error = f"{type(e).__name__}: {e}"
+    run.seconds = round(time.perf_counter() - started, 2)
+    return run
+
+
+def task_line(task: dict[str, Any]) -> str:
+    """A summary task as ``tool({args}) -> 'start of its output'``."""
+    return f"{task['tool']}({task['args']}) -> {str(task.get('output'))[:60]!r}"
+
+
+async def ask(workflow: LLMCompilerWorkflow, q: Question, timeout: float | None) -> AnswerOutcome:
+    """Run one question to its answer, timing its first task, and check it."""
+    run = await run_once(workflow, q.text, timeout)
+    judged: Verdict = "wrong" if run.error else verdict(run.answer, q.expect)
     return AnswerOutcome(
         question=q.text,
         expect=list(q.expect),
-        answer=answer,
+        answer=run.answer,
         right=judged == "right",
-        seconds=round(time.perf_counter() - started, 2),
-        rounds=rounds,
-        tasks=tasks,
-        error=error,
+        seconds=run.seconds,
+        rounds=run.rounds,
+        tasks=[task_line(t) for t in run.tasks],
+        error=run.error,
         verdict=judged,
-        first_task=first,
+        first_task=run.first_task,
         kind=q.kind,
         tools=q.tools,
         held_out=q.held_out,

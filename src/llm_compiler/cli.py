@@ -94,7 +94,7 @@ async def demo_workflows(
     from llm_compiler.models.server import LocalLLMServer
     from llm_compiler.serving.kv import PROMPT_CACHE_ARGS
 
-    resolved = resolve_llm()
+    resolved = await asyncio.to_thread(resolve_llm)  # it may ask a server what it takes
     async with AsyncExitStack() as stack:
         options = await _tool_options(stack, mcp, mcp_tool_timeout)
         if resolved.source == "local":

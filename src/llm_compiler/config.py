@@ -38,7 +38,8 @@ class CompilerConfig(BaseModel):
         stream_tokens: Stream planner and joiner tokens as ``CompilerStream`` events.
         constrained: Ask the model server for constrained decoding (a grammar or JSON
             schema from the tools) when the dialect has one. None: on where the server
-            is known to support it (the embedded llama.cpp model), else off.
+            takes it (``llm_compiler.engine.llm.constrained_for``: llama.cpp servers, the
+            embedded model among them, and structured outputs for JSON plans), else off.
         tracing: Emit the run's spans through llama-index's instrumentation dispatcher
             (see :mod:`llm_compiler.tracing`); tokens and cost are counted either way.
         prices: Model prices (USD per million tokens) added to the built-in table, for

@@ -10,7 +10,8 @@ as soon as its object in ``tasks`` is complete, while the model still writes the
 
 ``"$N"`` in a string value is the result of task N (a whole ``"$N"`` keeps its type).
 The joiner is the shared Thought/Action joiner. With ``constrained`` decoding the
-request carries a JSON schema built from the tools (``response_format``).
+request carries a JSON schema built from the tools (``response_format``): on llama.cpp
+servers and on servers with structured outputs (OpenAI's API, vLLM).
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from llama_index.core.tools import BaseTool
 
 from llm_compiler.dialects import prompting as prompting
 from llm_compiler.dialects.arguments import PlanLineError, nesting_depth, parse_json_call
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
+from llm_compiler.dialects.grammar import json_plan_schema
 from llm_compiler.dialects.llmcompiler.prompts import render_actions
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.dialects.thought_action import JoinerInput, parse_joiner_output
@@ -153,7 +155,10 @@ class JsonPlanStream:
             return [self._bad(task_id, body, PlanError(message, "not_a_call"))]
         written = obj.get("id")
         written_id = written if isinstance(written, int) else task_id
-        call = {obj["tool"]: obj.get("args", obj.get("arguments", {}))}
+        args = obj.get("args", obj.get("arguments", {}))
+        if isinstance(args, dict):  # null: not given (a strict schema writes every name)
+            args = {k: v for k, v in args.items() if v is not None}
+        call = {obj["tool"]: args}
         try:
             tool, args, kwargs = parse_json_call(
                 json.dumps(call), task_id, self._earlier, self._alias, written_id
@@ -195,12 +200,17 @@ class JsonPlanStream:
 class JsonPlanDialect:
     """Plans as one JSON object; the Thought/Action joiner.
 
+    Its plans are JSON under a schema (``json_schema_output``), so it is constrained on
+    servers with structured outputs too, not only on those that take grammars.
+
     Args:
         schema: Builds the JSON schema sent as ``response_format`` when decoding is
-            constrained (None: ask only for a JSON object).
+            constrained (None: :func:`~llm_compiler.dialects.grammar.json_plan_schema`
+            of the tools, in strict mode).
         joiner_examples: Few-shot joiner replies (``None``: built-in; ``""``: none).
     """
 
+    json_schema_output: ClassVar[bool] = True
     schema: SchemaBuilder | None = None
     joiner_examples: str | None = None
     name: str = "json"
@@ -219,20 +229,26 @@ class JsonPlanDialect:
             request += f"enough: plan only what is missing, ids from {context.next_id}.\n"
         extras: dict[str, Any] = {}
         if context.constrained:
-            extras["response_format"] = (
-                {"type": "json_object"}
-                if self.schema is None
-                else {
-                    "type": "json_schema",
-                    "json_schema": {"name": "plan", "schema": self.schema(context.tools)},
-                }
-            )
+            extras["response_format"] = self.response_format(context.tools)
         if ctx.chat:
             return LLMRequest(
                 messages=prompting.messages(system, ctx.history, request), extras=extras
             )
         prompt = prompting.completion_prompt(system, ctx.history, request)
         return LLMRequest(prompt=prompt, extras=extras)
+
+    def response_format(self, tools: Sequence[BaseTool]) -> dict[str, Any]:
+        """The ``response_format`` of a constrained planner request: the plan's schema
+        (any JSON object when there are no tools to build it from)."""
+        if self.schema is None and not tools:
+            return {"type": "json_object"}
+        if self.schema is not None:
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": "plan", "schema": self.schema(tools)},
+            }
+        spec = {"name": "plan", "schema": json_plan_schema(tools), "strict": True}
+        return {"type": "json_schema", "json_schema": spec}
 
     def plan_parser(self, context: PlannerContext) -> JsonPlanStream:
         """An incremental parser of the JSON plan."""

@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from llama_index.core.llms import LLM
 
@@ -80,11 +80,47 @@ def is_openai_protocol(llm: LLM) -> bool:
     return openai_cls is not None and isinstance(llm, openai_cls)
 
 
+Decoding = Literal["grammar", "json_schema", "off"]
+DECODINGS: tuple[Decoding, ...] = ("grammar", "json_schema", "off")
+
+
+def decoding(llm: LLM) -> Decoding:
+    """The constrained decoding `llm`'s server takes: ``grammar`` (a GBNF ``grammar`` in
+    the request, as llama.cpp's servers take it), ``json_schema`` (structured outputs: a
+    JSON schema in ``response_format`` only, as OpenAI's API) or ``off``.
+
+    A client declares it as ``llm_compiler_decoding``; one that only declares
+    ``llm_compiler_constrained`` takes grammars.
+    """
+    declared = getattr(llm, "llm_compiler_decoding", None)
+    if declared in DECODINGS:
+        return cast("Decoding", declared)
+    return "grammar" if getattr(llm, "llm_compiler_constrained", False) else "off"
+
+
+def constrained_for(llm: LLM, dialect: object) -> bool:
+    """Whether to ask `llm`'s server to constrain `dialect`'s output: a grammar server
+    takes every dialect's constraints, a structured-output server only those of a
+    dialect whose plans are JSON under a schema (``json_schema_output``)."""
+    kind = decoding(llm)
+    return kind == "grammar" or (
+        kind == "json_schema" and bool(getattr(dialect, "json_schema_output", False))
+    )
+
+
+def _extras(llm: LLM, extras: Mapping[str, Any]) -> dict[str, Any]:
+    """The request extras `llm`'s server takes (no ``grammar`` for a structured-output one)."""
+    if decoding(llm) == "json_schema":
+        return {k: v for k, v in extras.items() if k != "grammar"}
+    return dict(extras)
+
+
 def _call_kwargs(llm: LLM, request: LLMRequest) -> dict[str, Any]:
     """Extra request fields: stops, a token budget and extras for OpenAI-protocol clients."""
     kwargs: dict[str, Any] = {}
-    if getattr(llm, "accepts_request_extras", False) and request.extras:
-        kwargs["extra_body"] = dict(request.extras)
+    extras = _extras(llm, request.extras) if request.extras else {}
+    if getattr(llm, "accepts_request_extras", False) and extras:
+        kwargs["extra_body"] = extras
     if not is_openai_protocol(llm):
         return kwargs  # others get no stop list: we cut client-side
     if request.stop:
@@ -93,8 +129,8 @@ def _call_kwargs(llm: LLM, request: LLMRequest) -> dict[str, Any]:
     kwargs["stream_options"] = {"include_usage": True}
     if request.messages is None and getattr(llm, "max_tokens", None) is None:
         kwargs["max_tokens"] = COMPLETION_MAX_TOKENS
-    if request.extras:
-        kwargs["extra_body"] = dict(request.extras)
+    if extras:
+        kwargs["extra_body"] = extras
     return kwargs
 
 

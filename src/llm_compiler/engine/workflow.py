@@ -60,7 +60,14 @@ from llm_compiler.engine.dispatch import (
     verdict_of,
 )
 from llm_compiler.engine.executor import run_task
-from llm_compiler.engine.llm import Metered, default_llm, is_chat, metered_call, require_llm
+from llm_compiler.engine.llm import (
+    Metered,
+    constrained_for,
+    default_llm,
+    is_chat,
+    metered_call,
+    require_llm,
+)
 from llm_compiler.engine.plan_cache import PlanCache
 from llm_compiler.engine.planner import Planner, TokenStream, parse_plan_text, publish
 from llm_compiler.engine.policy import (
@@ -465,7 +472,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         """Whether to ask the server for constrained decoding (see CompilerConfig)."""
         if self.config.constrained is not None:
             return self.config.constrained
-        return bool(getattr(self.llm, "llm_compiler_constrained", False))
+        return constrained_for(self.llm, self.dialect)
 
     # ------------------------------------------------------------------ scheduler
 

@@ -14,6 +14,14 @@ from llm_compiler.models.server import DEFAULT_N_CTX, LocalLLMServer
 DEFAULT_PORT = 8088
 
 
+def export_line(base_url: str) -> str:
+    """The shell line that points ``resolve_llm()`` at this server, grammars on."""
+    return (
+        f"export LLM_COMPILER_API_BASE={base_url} LLM_COMPILER_MODEL={MODEL_NAME} "
+        "LLM_COMPILER_CHAT=0 LLM_COMPILER_DECODING=grammar"
+    )
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -36,11 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with server:
             print(f"Serving {MODEL_NAME} at {server.base_url}", flush=True)  # noqa: T201
-            print(  # noqa: T201
-                f"export LLM_COMPILER_API_BASE={server.base_url} "
-                f"LLM_COMPILER_MODEL={MODEL_NAME} LLM_COMPILER_CHAT=0",
-                flush=True,
-            )
+            print(export_line(server.base_url), flush=True)  # noqa: T201
             return server.wait()
     except KeyboardInterrupt:
         return 0

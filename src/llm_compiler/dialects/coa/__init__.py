@@ -21,7 +21,7 @@ from llama_index.core.llms import ChatMessage, MessageRole
 
 from llm_compiler.dialects import prompting as prompting
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
-from llm_compiler.dialects.coa.parser import CoAParser, fill_in
+from llm_compiler.dialects.coa.parser import CoAParser, fill_in, plain
 from llm_compiler.dialects.coa.prompts import (
     ANSWER_EXAMPLES,
     ANSWER_INSTRUCTIONS,
@@ -122,8 +122,9 @@ class CoADialect:
         return LLMRequest(prompt=prompt + "Answer:", stop=COA_STOP)
 
     def parse_decision(self, text: str) -> JoinerDecision:
-        """The whole reply is the answer; CoA never replans."""
-        return JoinerDecision("finish", _LEAD.sub("", text).strip())
+        """The whole reply, in plain words (no ``[FUNC ...]`` markup), is the answer;
+        CoA never replans."""
+        return JoinerDecision("finish", plain(_LEAD.sub("", text)).strip())
 
 
 def _examples(given: str | None, default: str, note: bool = True) -> str:

@@ -290,3 +290,29 @@ def fill_in(text: str, records: Sequence[TaskRecord]) -> str:
         pos = span.end
     out.append(_fill_words(text[pos:], values))
     return "".join(out)
+
+
+# --------------------------------------------------------------------------- plain text
+
+_WRITTEN = re.compile(r"(?:=|->)[ \t]*([^\]\n]*?)[ \t]*\]?$")
+
+
+def plain(text: str) -> str:
+    """`text` without ``[FUNC ...]`` markup: a call whose result is written in place
+    (``[FUNC lookup("K2") = 8611]``) becomes its result (``8611``); one whose result is
+    a name or missing becomes the call (``lookup("K2")``)."""
+    parser = CoAParser()
+    parser.feed(text)
+    parser.finish()
+    out: list[str] = []
+    pos = 0
+    for span in parser.spans:
+        out.append(text[pos : span.start])
+        written = _WRITTEN.search(text[span.start : span.end].rstrip())
+        value = written.group(1).strip() if written else ""
+        if not value or _LABEL.match(value):
+            value = f"{span.tool}({span.inner})" if span.tool != "?" else ""
+        out.append(value)
+        pos = span.end
+    out.append(text[pos:])
+    return "".join(out)
