@@ -189,7 +189,7 @@ async def _serve(args: argparse.Namespace) -> None:
         print(f"Runs are kept in {spec.shown} (worker {durable.worker}).", flush=True)  # noqa: T201
     options: dict[str, Any] = {"durable": durable, "max_runs": args.max_runs, "policy": policy}
     tool_policies = read_tool_policies(args.tool_policies)
-    config = {"cache_results": False} if args.no_result_cache else {}
+    config = {} if args.result_cache else {"cache_results": False}
     config |= {"cache_plans": True} if args.plan_cache else {}
     if args.workflow:
         workflows = apply_tool_policies(load_workflows(args.workflow), tool_policies, **config)
@@ -412,16 +412,17 @@ def parser() -> argparse.ArgumentParser:
         "3}}} (see ToolPolicy); they replace the policies the tools declare",
     )
     serve.add_argument(
-        "--no-result-cache",
-        action="store_true",
-        help="call every tool again instead of serving a pure tool's repeated call from "
-        "the result cache (see docs/caching.md)",
+        "--result-cache",
+        action=argparse.BooleanOptionalAction,
+        help="serve a pure tool's repeated call from the result cache; --no-result-cache "
+        "calls every tool again (see docs/caching.md) (default: on)",
     )
     serve.add_argument(
         "--plan-cache",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         help="plan a question of a shape answered before from that answer's plan, filled "
-        "with the question's values, without a planner call (see docs/caching.md)",
+        "with the question's values, without a planner call (see docs/caching.md) "
+        "(default: off)",
     )
     serve.add_argument(
         "--prompt-cache",
@@ -571,6 +572,8 @@ SERVE_SETTINGS = (
     Setting("insecure", False, kind="flag"),
     Setting("tool_policies"),
     Setting("prompt_cache", False, kind="flag"),
+    Setting("result_cache", True, kind="flag"),
+    Setting("plan_cache", False, kind="flag"),
     Setting("otlp_endpoint", env="LLM_COMPILER_OTLP_ENDPOINT"),
     Setting("prices"),
     Setting("log_level", "info", _one_of(LEVELS)),

@@ -306,10 +306,11 @@ def test_property_repeated_cacheable_calls_run_once_at_most_once_always_runs(
 
 
 async def test_serve_no_result_cache_turns_it_off_for_each_compiler():
-    from llm_compiler.cli import apply_tool_policies, parser
+    from llm_compiler.cli import apply_tool_policies, parse
 
-    args = parser().parse_args(["serve", "--no-result-cache"])
-    assert args.no_result_cache and not parser().parse_args(["serve"]).no_result_cache
+    assert parse(["serve", "--no-result-cache"]).result_cache is False
+    assert parse(["serve"], environ={}).result_cache is True
+    assert parse(["serve"], environ={"LLM_COMPILER_RESULT_CACHE": "0"}).result_cache is False
     tools = Counting()
     rules = {"t0": ToolPolicy(side_effect="pure")}
     llm = ScriptedLLM([plan_of([("t0", "a"), ("t0", "a")]), FINISH])

@@ -51,6 +51,7 @@ from typing import Any, Protocol, TypeVar
 from llm_compiler.durable import schema
 from llm_compiler.durable.config import CONNECT_TIMEOUT, DurableConfig
 from llm_compiler.durable.facts import Row
+from llm_compiler.errors import LLMCompilerError
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -129,12 +130,12 @@ Batch = list[tuple[Statement, list[tuple[Any, ...]]]]
 _Queued = tuple[Statement, tuple[Any, ...], int | None]
 
 
-class Fenced(RuntimeError):
+class Fenced(LLMCompilerError, RuntimeError):
     """Another worker took the run over (its epoch moved on): this worker's writes for it
     are refused, and the run stops here."""
 
 
-class AlreadyStarted(RuntimeError):
+class AlreadyStarted(LLMCompilerError, RuntimeError):
     """An at-most-once call's start mark was there already: the call must not start."""
 
 
