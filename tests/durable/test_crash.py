@@ -56,8 +56,11 @@ def test_a_run_killed_at_any_point_finishes_once_restarted(point, database, call
     check_once_more_at_most(calls, recorded)
     if point == "joiner":  # the joiner starts once every result is journaled
         assert recorded == {("llm", "planner"), *TASK_CALLS.values()}
+    assert events[-1]["type"] == "StopEvent"
+    if ("llm", "planner") not in recorded and not any(e["type"] == "RunResumed" for e in events):
+        return  # killed before anything but its start was committed: it starts again, unmarked
     mark = resumed_once(events)
-    assert mark["value"]["worker"] == again.worker and events[-1]["type"] == "StopEvent"
+    assert mark["value"]["worker"] == again.worker
 
 
 def test_a_tool_declaring_nothing_is_not_called_again_after_a_kill(database, calls: Calls, workers):
