@@ -28,6 +28,7 @@ from llm_compiler.tracing.prices import PRICES_ENV, load_prices
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
 
+    from llm_compiler.engine.cache import CacheStore
     from llm_compiler.serving.app import ServedApp
     from llm_compiler.serving.security import SecurityPolicy
     from llm_compiler.tools.policy import ToolPolicy
@@ -191,8 +192,10 @@ async def _serve(args: argparse.Namespace) -> None:
     tool_policies = read_tool_policies(args.tool_policies)
     config = {} if args.result_cache else {"cache_results": False}
     config |= {"cache_plans": True} if args.plan_cache else {}
+    results = _shared_results(durable) if args.result_cache else None
     if args.workflow:
         workflows = apply_tool_policies(load_workflows(args.workflow), tool_policies, **config)
+        share_result_cache(workflows, results)
         model = ", ".join(sorted({_model_name(w) for w in workflows.values()}))
         served = _operated(build_app(workflows, info={"model": model}, **options), args)
         await serve(served, args.host, args.port, on_ready=announce, **how)
@@ -202,8 +205,31 @@ async def _serve(args: argparse.Namespace) -> None:
     demo = demo_workflows(args.prompt_cache, args.mcp, timeout)
     async with demo as (workflows, model):
         workflows = apply_tool_policies(workflows, tool_policies, **config)
+        share_result_cache(workflows, results)
         served = _operated(build_app(workflows, info={"model": model}, **options), args)
         await serve(served, args.host, args.port, on_ready=announce, **how)
+
+
+def _shared_results(durable: Any) -> CacheStore | None:
+    """The result cache every worker of `durable`'s store shares (None: no durable store)."""
+    if durable is None:
+        return None
+    from llm_compiler.durable.result_cache import shared_cache
+
+    return shared_cache(durable.spec, durable.journal.driver)
+
+
+def share_result_cache(workflows: Mapping[str, Workflow], store: CacheStore | None) -> None:
+    """Each compiler of `workflows` that keeps results in the process's default store
+    keeps them in `store` instead (one made with a store of its own keeps that)."""
+    from llm_compiler.engine.cache import PROCESS_CACHE
+    from llm_compiler.engine.workflow import LLMCompilerWorkflow
+
+    if store is None:
+        return
+    for workflow in workflows.values():
+        if isinstance(workflow, LLMCompilerWorkflow) and workflow.result_cache is PROCESS_CACHE:
+            workflow.result_cache = store
 
 
 def _operated(served: ServedApp, args: argparse.Namespace) -> ServedApp:

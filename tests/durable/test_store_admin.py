@@ -22,9 +22,9 @@ pytestmark = pytest.mark.timeout(60)
 def test_store_migrate_and_prune_from_the_command_line(tmp_path: Path, capsys) -> None:
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     assert main(["store", "migrate", "--store", store]) == 0
-    assert "Schema version 2 (was none)" in capsys.readouterr().out
+    assert "Schema version 3 (was none)" in capsys.readouterr().out
     assert main(["store", "migrate", "--store", store]) == 0
-    assert "Schema version 2 (was 2)" in capsys.readouterr().out
+    assert "Schema version 3 (was 3)" in capsys.readouterr().out
     with sqlite3.connect(tmp_path / "runs.db") as db:
         now = time.time()
         for run, status, done in (("old", "completed", now - 90), ("new", "failed", now)):

@@ -346,3 +346,84 @@ async def test_a_sqlite_store_serves_another_workers_result_within_its_ttl(tmp_p
         assert await store.get("k", 100.0) is None and await store.get("k", 1.0) is None
         await store.put("bad", Entry({1, 2}, 0.1, 100.0))  # no JSON form: not stored
         assert await store.get("bad", 1.0) is None
+
+
+@st.composite
+def timed_rules(draw: st.DrawFn) -> dict[str, ToolPolicy]:
+    """Random policies with random TTLs (None: within a run only)."""
+    out = {}
+    for tool in TOOLS:
+        ttl = draw(st.sampled_from([None, 5.0, 60.0]))
+        out[tool] = draw(
+            st.sampled_from(
+                [
+                    ToolPolicy(side_effect="pure", cache_ttl=ttl),
+                    ToolPolicy(side_effect="pure", cache=False),
+                    ToolPolicy(side_effect="idempotent"),
+                    ToolPolicy(side_effect="idempotent", cache=True, cache_ttl=ttl),
+                    ToolPolicy(side_effect="at_most_once"),
+                ]
+            )
+        )
+    return out
+
+
+steps_st = st.lists(
+    st.tuples(
+        st.integers(0, 1),  # the worker (its own ResultCache, one shared store)
+        st.integers(0, 2),  # the run of that worker
+        st.sampled_from(TOOLS),
+        st.sampled_from(ARGS),
+        st.booleans(),  # the call fails
+        st.sampled_from([0.0, 1.0, 4.0, 30.0]),  # seconds passing before it
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=25)
+@given(steps_st, timed_rules())
+def test_property_a_call_is_served_exactly_when_made_in_its_run_or_within_its_ttl(
+    steps: list[tuple[int, int, str, str, bool, float]], policies: dict[str, ToolPolicy]
+) -> None:
+    """Two workers sharing a store, random calls on a moving clock: a call is served from
+    cache exactly when a successful equal call was made earlier in its run, or (with a TTL)
+    anywhere less than the TTL ago; an ``at_most_once`` or not opted-in call never is; an
+    error is never served."""
+    clock = Clock()
+    store = MemoryCache()
+    workers = [ResultCache(store, clock=clock) for _ in range(2)]
+    found = tool_map(Counting().tools())
+    in_run: set[tuple[int, int, str, str]] = set()
+    expires: dict[tuple[str, str], float] = {}
+
+    async def play() -> None:
+        for n, (worker, run_id, tool, arg, fails, later) in enumerate(steps):
+            clock.now += later
+            rule = policies[tool]
+            ev = ready(n + 1, tool, arg)
+            made: list[int] = []
+
+            async def call(
+                ev: TaskReady = ev, fails: bool = fails, made: list[int] = made
+            ) -> TaskResult:
+                made.append(ev.task_id)
+                return result_of(ev, f"{ev.tool_name}({ev.args['q']})", fails, clock)
+
+            got = await workers[worker].run(f"run{run_id}", ev, found[tool], rule, call)
+            mine = (worker, run_id, tool, arg)
+            expected = rule.cacheable and (
+                mine in in_run or expires.get((tool, arg), float("-inf")) > clock.now
+            )
+            assert got.cached == expected and (not made) == expected, (n, rule, mine)
+            if got.cached:
+                assert rule.side_effect != "at_most_once" and not got.is_error
+            elif rule.cacheable and not fails:
+                in_run.add(mine)
+                if rule.cache_ttl is not None:
+                    expires[(tool, arg)] = clock.now + rule.cache_ttl
+            if expected:
+                in_run.add(mine)
+
+    asyncio.run(play())

@@ -30,6 +30,7 @@ from llm_compiler.durable.config import (
     DurableConfig,
 )
 from llm_compiler.durable.journal import RUN_COLUMNS, Fenced, Journal, RunRecord
+from llm_compiler.durable.result_cache import PRUNE
 from llm_compiler.durable.runtime import JournalRuntime
 from llm_compiler.durable.spec import StoreSpec
 from llm_compiler.durable.workers import FileLiveness, Liveness, PostgresLiveness
@@ -232,7 +233,7 @@ class Durable:
 async def prune(journal: Journal, older_than: float) -> int:
     """Delete the rows of the runs that finished more than `older_than` seconds ago (their
     facts, events, inbox and row), and the inbox rows of every finished run; how many runs
-    went. Runs still running are never touched."""
+    went. Runs still running are never touched. Expired cached results go too."""
     cutoff = time.time() - older_than
     done = (
         "SELECT run_id FROM llmc_runs WHERE status <> 'running'"
@@ -247,6 +248,7 @@ async def prune(journal: Journal, older_than: float) -> int:
         "DELETE FROM llmc_inbox WHERE run_id IN"
         " (SELECT run_id FROM llmc_runs WHERE status <> 'running')"
     )
+    await journal.fetch(PRUNE, time.time())  # expired cached results
     return len(gone)
 
 

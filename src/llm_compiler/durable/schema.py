@@ -17,6 +17,8 @@ llmc_events    the run's event stream (committed events only, numbered gap-free)
 llmc_inbox     events and cancels sent to a run another worker holds
 llmc_workers   the live workers (Postgres)
 llmc_schema    the schema version
+llm_compiler_  results of cacheable tool calls every worker serves (output as jsonb on
+result_cache   Postgres, JSON text on SQLite), until ``expires_at``
 =============  ====================================================================
 """
 
@@ -28,7 +30,7 @@ from typing import Any
 from llm_compiler.errors import ConfigurationError
 
 #: The schema version this code writes.
-VERSION = 2
+VERSION = 3
 #: The transaction advisory lock serializing schema changes (and the workers table).
 DDL_LOCK = 0x6C6C6D63
 
@@ -49,7 +51,15 @@ _COMMON = [
     "CREATE INDEX IF NOT EXISTS llmc_runs_done ON llmc_runs (completed_at)",
     "CREATE INDEX IF NOT EXISTS llmc_inbox_run ON llmc_inbox (run_id, id)",
     "CREATE TABLE IF NOT EXISTS llmc_schema (version INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS llm_compiler_result_cache_expiry"
+    " ON llm_compiler_result_cache (expires_at)",
 ]
+#: The shared result cache (:mod:`llm_compiler.durable.result_cache`), output as `kind`.
+_CACHE = (
+    "CREATE TABLE IF NOT EXISTS llm_compiler_result_cache (key TEXT PRIMARY KEY,"
+    " output {} NOT NULL, seconds DOUBLE PRECISION NOT NULL,"
+    " expires_at DOUBLE PRECISION NOT NULL)"
+)
 _POSTGRES = [
     _RUNS,
     "ALTER TABLE llmc_runs ADD COLUMN IF NOT EXISTS epoch BIGINT NOT NULL DEFAULT 0",
@@ -57,12 +67,14 @@ _POSTGRES = [
     " body TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS llmc_workers (worker TEXT PRIMARY KEY, host TEXT, pid INT,"
     " started_at TIMESTAMPTZ DEFAULT now())",
+    _CACHE.format("JSONB"),
     *_COMMON,
 ]
 _SQLITE = [
     _RUNS,
     "CREATE TABLE IF NOT EXISTS llmc_inbox (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL,"
     " body TEXT NOT NULL)",
+    _CACHE.format("TEXT"),
     *_COMMON,
 ]
 

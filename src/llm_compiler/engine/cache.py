@@ -17,6 +17,7 @@ import asyncio
 import copy
 import hashlib
 import json
+import logging
 import time
 import weakref
 from collections import OrderedDict
@@ -28,6 +29,8 @@ from llama_index.core.tools import BaseTool
 
 from llm_compiler.events import TaskReady, TaskResult
 from llm_compiler.tools.policy import ToolPolicy
+
+logger = logging.getLogger(__name__)
 
 #: Runs whose calls one cache remembers at once (a cancelled run's go with the oldest).
 RUNS_KEPT = 1024
@@ -130,7 +133,8 @@ Call = Callable[[], Awaitable[TaskResult]]
 
 class ResultCache:
     """Serves repeated calls: within a run always, across runs from `store` within their
-    policy's ``cache_ttl``. `clock` is ``time.time`` (tests give their own)."""
+    policy's ``cache_ttl``. `clock` is ``time.time`` (tests give their own). A store that
+    fails (a database away) is logged and taken as a miss: the tool is called."""
 
     def __init__(
         self,
@@ -186,7 +190,7 @@ class ResultCache:
         entry: Entry | None = None
         try:
             if policy.cache_ttl is not None:
-                entry = await self.store.get(key, begun)
+                entry = await self._read(key, begun)
             if entry is not None:
                 return served(ready, entry, begun, self.clock())
             result = await call()
@@ -204,8 +208,18 @@ class ResultCache:
         expires = float("-inf") if ttl is None else result.finished_at + ttl
         entry = Entry(result.output, result.duration, expires)
         if ttl is not None:
-            await self.store.put(key, entry)
+            try:
+                await self.store.put(key, entry)
+            except Exception as e:  # noqa: BLE001 - kept in the run only; logged
+                logger.warning("The result cache store could not keep a result: %s", e)
         return entry
+
+    async def _read(self, key: str, now: float) -> Entry | None:
+        try:
+            return await self.store.get(key, now)
+        except Exception as e:  # noqa: BLE001 - a miss; logged
+            logger.warning("The result cache store could not be read (calling the tool): %s", e)
+            return None
 
     def _calls(self, run_id: str) -> dict[str, asyncio.Future[Entry | None]]:
         calls = self._runs.setdefault(run_id, {})

@@ -206,6 +206,16 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         self._results = ResultCache(result_cache)
         self._plans = PlanCache()
 
+    @property
+    def result_cache(self) -> CacheStore:
+        """Where results of cacheable calls are kept between runs (settable; see
+        :mod:`.cache`)."""
+        return self._results.store
+
+    @result_cache.setter
+    def result_cache(self, store: CacheStore) -> None:
+        self._results.store = store
+
     def run(
         self, ctx: Context | None = None, start_event: Any = None, **kwargs: Any
     ) -> WorkflowHandler:
