@@ -140,9 +140,11 @@ install-postgres:
 bench-langgraph-venv: $(LG_STAMP)
 
 ## The embedded model server's own speed (prompt and generation tokens/s, first task,
-## answer) on the installed llama.cpp build: benchmarks/results/model_speed.json.
+## answer) on the installed llama.cpp build: benchmarks/results/model_speed.json; the plan
+## cache on the embedded model: benchmarks/results/plan_cache_embedded.json.
 bench-model: install install-local
 	$(BIN)/python -m benchmarks.model_speed
+	$(BIN)/python -m benchmarks.plan_cache_embedded
 
 ## The live plan page and HTTP API on http://127.0.0.1:8000 (ARGS="--port 9000 --store sqlite:///runs.db").
 serve: install

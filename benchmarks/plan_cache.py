@@ -1,14 +1,25 @@
-"""The plan cache on question families: 5 shapes x 10 fillings, with and without it.
+"""The plan cache and the result cache on question families, on a stream of repeating
+shapes, and on a stream of new shapes (the cost of a miss).
 
 Usage: ``python -m benchmarks.plan_cache``; writes ``benchmarks/results/plan_cache.json``.
+The embedded model's side is :mod:`benchmarks.plan_cache_embedded`.
 
-The planner is the latency-modelled cloud model of :mod:`benchmarks.model` answering with
-the right plan for each question (what a good planner writes), the joiner finishes. Each
-shape's 10 questions run one after another on one workflow (the shapes side by side), once
-with ``cache_plans`` off and once on. Per mode: planner calls, planner tokens, mean time to
-the first task and to the answer, and answers right (every tool call the question needs,
-with its arguments in place: a swapped operand counts as wrong). A measurement: it asserts
-nothing.
+- **Families**: 5 shapes x 10 fillings on the latency-modelled cloud model of
+  :mod:`benchmarks.model`, whose planner writes the right plan for each question (what a
+  good planner writes) and whose joiner finishes. Three modes, each a workflow per shape
+  (the shapes side by side), interleaved filling by filling: no cache; the plan cache; the
+  plan cache and the result cache (``lookup`` declared ``pure`` with a 600 s TTL, one store
+  per mode). Per mode: planner calls and tokens, mean time to the first task and to the
+  answer, answers right (every tool call the question needs, with its arguments in place: a
+  swapped operand counts as wrong), tool calls made and served from cache.
+- **Repeating shapes**: 300 questions whose shapes (40, worded differently) are drawn from
+  a Zipf distribution (s = 1.1), fillings at random, on an instant model, with and without
+  the plan cache: the share of questions planned from a template, and the planner tokens.
+- **New shapes**: 120 questions each of a shape never seen, on the cloud model, asked of a
+  workflow with the plan cache and one without in turn: mean answer time and CPU seconds
+  per question (every question misses; the cache learns a template from each).
+
+A measurement: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import platform
 import random
 import statistics
 import time
@@ -23,8 +35,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.model import CLOUD, LatencyLLM
-from llm_compiler import LLMCompilerWorkflow, TaskReady
+from benchmarks.model import CLOUD, INSTANT, LatencyLLM, LatencyModel
+from llm_compiler import LLMCompilerWorkflow, TaskReady, ToolPolicy
+from llm_compiler.engine.cache import MemoryCache
 from llm_compiler.testing import LLMCall
 
 RESULTS = Path(__file__).parent / "results"
@@ -87,7 +100,8 @@ def tools(log: list[tuple[str, Any]]) -> list[Any]:
 
 
 def right(calls: list[tuple[str, Any]], expected: list[tuple[str, Any]]) -> bool:
-    """Whether `calls` are the expected ones (None: any argument, it is a result)."""
+    """Whether `calls` are the expected ones (None: any argument, it is a result). A call
+    served from the result cache is not in `calls`: `served` lists them."""
     if len(calls) != len(expected):
         return False
     return all(
@@ -96,70 +110,201 @@ def right(calls: list[tuple[str, Any]], expected: list[tuple[str, Any]]) -> bool
     )
 
 
-async def family(shape: int, cache: bool, n: int) -> list[dict[str, Any]]:
-    """`n` questions of `shape` in a row on one workflow."""
-    question, plan, expect = SHAPES[shape]
-    plans: dict[str, str] = {}
+MODES = {
+    "no_cache": {"cache_plans": False, "cache_results": False},
+    "plan_cache": {"cache_plans": True, "cache_results": False},
+    "plan_and_result_cache": {"cache_plans": True, "cache_results": True},
+}
+PURE = {"lookup": ToolPolicy(side_effect="pure", cache_ttl=600)}
 
-    def script(call: LLMCall) -> str:
+
+class Asker:
+    """A workflow on a scripted planner that answers each registered question's plan."""
+
+    def __init__(self, model: LatencyModel, store: MemoryCache | None = None, **config: Any):
+        self.plans: dict[str, str] = {}
+        self.log: list[tuple[str, Any]] = []
+        self.llm = LatencyLLM(self.script, model)
+        policies = PURE if config.get("cache_results") else {}
+        self.wf = LLMCompilerWorkflow(
+            tools=tools(self.log),
+            llm=self.llm,
+            timeout=120,
+            tool_policies=policies,
+            result_cache=store or MemoryCache(),
+            **config,
+        )
+
+    def script(self, call: LLMCall) -> str:
         """The planner's prompt ends with the question: its plan; else the joiner's."""
-        for q, p in plans.items():
-            if (call.prompt or "").rstrip().endswith(f"Question: {q}"):
-                return p
+        prompt = (call.prompt or "").rstrip()
+        marker = "Question: "
+        at = prompt.rfind(marker)
+        if at >= 0 and prompt[at + len(marker) :] in self.plans:
+            return self.plans[prompt[at + len(marker) :]]
         return "Thought: I have it.\nAction: Finish(done)"
 
-    llm = LatencyLLM(script, CLOUD)
-    log: list[tuple[str, Any]] = []
-    wf = LLMCompilerWorkflow(tools=tools(log), llm=llm, cache_plans=cache, timeout=120)
-    rows = []
-    for f in fillings(n, seed=shape):
-        q = question.format(**f)
-        plans[q] = plan.format(**f)
-        before, log[:] = len(llm.records), []
-        t0 = time.perf_counter()
-        handler = wf.run(user_msg=q)
+    async def ask(self, question: str, plan: str) -> dict[str, Any]:
+        """One question; its timings, planner use and tool calls."""
+        self.plans[question] = plan
+        before, start_log = len(self.llm.records), len(self.log)
+        cpu, t0 = time.process_time(), time.perf_counter()
+        handler = self.wf.run(user_msg=question)
         first = None
         async for ev in handler.stream_events():
             if first is None and isinstance(ev, TaskReady):
                 first = time.perf_counter() - t0
         out = await handler
-        records = llm.records[before:]
-        rows.append(
-            {
-                "answer_s": time.perf_counter() - t0,
-                "first_task_s": first,
-                "planner_calls": len(records) - 1,
-                "planner_tokens": sum(r.prompt_tokens + r.completion_tokens for r in records[:-1]),
-                "saved": out.summary.planner_calls_saved,
-                "right": right(log, expect(f)),
-            }
-        )
-    return rows
+        records = self.llm.records[before:]
+        planner = records[:-1]
+        calls = self.log[start_log:]
+        return {
+            "answer_s": time.perf_counter() - t0,
+            "cpu_s": time.process_time() - cpu,
+            "first_task_s": first,
+            "planner_calls": len(planner),
+            "planner_tokens": sum(r.prompt_tokens + r.completion_tokens for r in planner),
+            "planner_calls_saved": out.summary.planner_calls_saved,
+            "tool_calls": len(calls),
+            "cached_calls": out.summary.cached_calls,
+            "calls": calls,
+            "served": [(t.tool, t.args) for t in out.summary.tasks if t.cached],
+        }
 
 
-def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def made_right(row: dict[str, Any], expected: list[tuple[str, Any]]) -> bool:
+    """Whether the run's calls, made or served, are `expected` (served ones by their args)."""
+    served = [(name, args.get("query")) for name, args in row["served"]]
+    return right(row["calls"], [e for e in expected if e not in served]) and all(
+        s in expected for s in served
+    )
+
+
+async def families(n: int) -> dict[str, Any]:
+    """Every shape's `n` fillings in each mode, interleaved filling by filling."""
+    askers = {
+        mode: [Asker(CLOUD, store, **config) for _ in SHAPES]
+        for mode, config in MODES.items()
+        for store in [MemoryCache()]
+    }
+    fills = [fillings(n, seed=shape) for shape in range(len(SHAPES))]
+    rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    for i in range(n):
+        order = list(MODES)[i % len(MODES) :] + list(MODES)[: i % len(MODES)]
+        for mode in order:
+
+            async def one(shape: int, mode: str = mode, i: int = i) -> dict[str, Any]:
+                question, plan, expect = SHAPES[shape]
+                f = fills[shape][i]
+                row = await askers[mode][shape].ask(question.format(**f), plan.format(**f))
+                row["right"] = made_right(row, expect(f))
+                return row
+
+            rows[mode] += await asyncio.gather(*(one(s) for s in range(len(SHAPES))))
+    return {mode: summary(r) for mode, r in rows.items()}
+
+
+def summary(rows: list[dict[str, Any]], cpu: bool = False) -> dict[str, Any]:
+    """Totals and means of `rows` (with `cpu`: CPU ms per question, for runs one at a time)."""
     firsts = [r["first_task_s"] for r in rows if r["first_task_s"] is not None]
     return {
         "questions": len(rows),
         "planner_calls": sum(r["planner_calls"] for r in rows),
         "planner_tokens": sum(r["planner_tokens"] for r in rows),
-        "planner_calls_saved": sum(r["saved"] for r in rows),
+        "planner_calls_saved": sum(r["planner_calls_saved"] for r in rows),
         "first_task_s_mean": round(statistics.mean(firsts), 3) if firsts else None,
+        "first_task_s_median": round(statistics.median(firsts), 3) if firsts else None,
         "answer_s_mean": round(statistics.mean(r["answer_s"] for r in rows), 3),
-        "answers_right": sum(r["right"] for r in rows),
+        "answers_right": sum(r.get("right", True) for r in rows),
+        "tool_calls": sum(r["tool_calls"] for r in rows),
+        "cached_calls": sum(r["cached_calls"] for r in rows),
+    } | ({"cpu_ms_mean": round(1000 * statistics.mean(r["cpu_s"] for r in rows), 2)} if cpu else {})
+
+
+OPENERS = ["What is", "Tell me", "Give me", "Look up", "Find"]
+NOUNS = [
+    "population", "area", "mayor", "altitude", "founding year", "time zone",
+    "currency", "climate", "main river", "largest airport", "oldest bridge", "motto",
+]  # fmt: skip
+ENDINGS = ["?", ", please.", " today?"]
+
+
+def shape(k: int) -> tuple[str, str]:
+    """The `k`-th generated shape (distinct wording for every k < 180): a question about
+    one city, or (odd k) two, and its plan."""
+    opener = OPENERS[k % len(OPENERS)]
+    noun = NOUNS[(k // len(OPENERS)) % len(NOUNS)]
+    ending = ENDINGS[(k // (len(OPENERS) * len(NOUNS))) % len(ENDINGS)]
+    if k % 2:
+        return (
+            f"{opener} the {noun} of {{c1}} and of {{c2}}{ending}",
+            '1. lookup(query="{c1}")\n2. lookup(query="{c2}")\n3. join()<END_OF_PLAN>',
+        )
+    return (
+        f"{opener} the {noun} of {{c1}}{ending}",
+        '1. lookup(query="{c1}")\n2. join()<END_OF_PLAN>',
+    )
+
+
+async def zipf_stream(questions: int, shapes: int, s: float, seed: int) -> dict[str, Any]:
+    """A stream whose shapes repeat with a Zipf distribution, with and without the plan
+    cache (instant model: the share of planner calls saved does not depend on timing)."""
+    rng = random.Random(seed)
+    weights = [1 / (k + 1) ** s for k in range(shapes)]
+    drawn = rng.choices(range(shapes), weights, k=questions)
+    askers = {mode: Asker(INSTANT, **MODES[mode]) for mode in ("no_cache", "plan_cache")}
+    rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in askers}
+    for k in drawn:
+        question, plan = shape(k)
+        c1, c2 = rng.sample(CITIES, 2)
+        for mode, asker in askers.items():
+            q, p = question.format(c1=c1, c2=c2), plan.format(c1=c1, c2=c2)
+            rows[mode].append(await asker.ask(q, p))
+    seen = len(set(drawn))
+    out: dict[str, Any] = {
+        "questions": questions,
+        "shapes_drawn": seen,
+        "zipf_s": s,
+        "repeat_share": round(1 - seen / questions, 3),
     }
+    for mode, r in rows.items():
+        out[mode] = {k: v for k, v in summary(r).items() if "_s_" not in k}
+    plan = out["plan_cache"]
+    out["hit_rate"] = round(plan["planner_calls_saved"] / questions, 3)
+    return out
+
+
+async def miss_stream(questions: int) -> dict[str, Any]:
+    """Every question of a new shape, asked of a workflow with and one without the plan
+    cache in turn (the order alternating): what a miss costs end to end."""
+    askers = {mode: Asker(CLOUD, **MODES[mode]) for mode in ("no_cache", "plan_cache")}
+    rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in askers}
+    rng = random.Random(7)
+    for k in range(questions):
+        question, plan = shape(k)
+        c1, c2 = rng.sample(CITIES, 2)
+        for mode in list(askers)[k % 2 :] + list(askers)[: k % 2]:
+            q, p = question.format(c1=c1, c2=c2), plan.format(c1=c1, c2=c2)
+            rows[mode].append(await askers[mode].ask(q, p))
+    out = {mode: summary(r, cpu=True) for mode, r in rows.items()}
+    off, on = out["no_cache"], out["plan_cache"]
+    out["answer_overhead_pct"] = round(100 * (on["answer_s_mean"] / off["answer_s_mean"] - 1), 2)
+    out["cpu_overhead_pct"] = round(100 * (on["cpu_ms_mean"] / off["cpu_ms_mean"] - 1), 2)
+    out["templates_kept"] = len(askers["plan_cache"].wf._plans)
+    return out
 
 
 async def main() -> None:
-    n = 10
     report: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "load_avg_1_5_15": [round(x, 2) for x in os.getloadavg()],
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared)",
+        "load_avg_1_5_15_start": [round(x, 2) for x in os.getloadavg()],
         "model": CLOUD.describe(),
     }
-    for cache in (False, True):
-        per_shape = await asyncio.gather(*(family(s, cache, n) for s in range(len(SHAPES))))
-        report["cache_plans" if cache else "no_cache"] = summary([r for x in per_shape for r in x])
+    report["families"] = await families(10)
+    report["zipf_stream"] = await zipf_stream(300, 40, 1.1, seed=1)
+    report["new_shapes"] = await miss_stream(120)
+    report["load_avg_1_5_15_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=2))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "plan_cache.json").write_text(json.dumps(report, indent=2) + "\n")
