@@ -440,8 +440,9 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--result-cache",
         action=argparse.BooleanOptionalAction,
-        help="serve a pure tool's repeated call from the result cache; --no-result-cache "
-        "calls every tool again (see docs/caching.md) (default: on)",
+        help="serve a pure tool's repeated call from the result cache (with a durable "
+        "--store, the store's, shared by every worker); --no-result-cache calls every tool "
+        "again (see docs/caching.md) (default: on)",
     )
     serve.add_argument(
         "--plan-cache",
