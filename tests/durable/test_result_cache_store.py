@@ -4,6 +4,7 @@ the store's retention."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -159,8 +160,6 @@ def test_migrate_makes_the_table_and_prune_deletes_expired_entries(database, cap
             await conn.close()
         return str(kind)
 
-    import asyncio
-
     assert asyncio.run(fill()) == "jsonb"
     assert main(["store", "prune", "--store", database, "--older-than", "1h"]) == 0
     assert [r[0] for r in asyncio.run(rows(database))] == ["live"]
@@ -172,10 +171,17 @@ def test_serve_gives_each_compiler_its_stores_shared_cache(tmp_path: Path):
     own = MemoryCache()
     mine = LLMCompilerWorkflow(tools=[shop.tool()], llm=ScriptedLLM([]), result_cache=own)
     assert plain.result_cache is PROCESS_CACHE
-    store = shared_cache(parse_store(f"sqlite:///{tmp_path / 'runs.db'}"))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert main(["store", "migrate", "--store", url]) == 0  # the table, by the migration
+    store = shared_cache(parse_store(url))
     assert isinstance(store, SqliteCacheStore)
     share_result_cache({"a": plain, "b": mine}, store)
     assert plain.result_cache is store and mine.result_cache is own
+    tool = shop.tool()
+    for _ in range(2):  # the migrated table serves the second run
+        _, results = asyncio.run(ask(tool, store))
+    assert sorted(shop.calls) == ["salt", "tea"] and all(r.cached for r in results)
+    store.close()
     assert isinstance(shared_cache(parse_store("postgresql://u@h/db")), PostgresCacheStore)
     assert shared_cache(parse_store("memory")) is None
 
