@@ -56,6 +56,10 @@ class CompilerConfig(BaseModel):
             template, and give a new question of the same shape (its other words the
             same, its names and numbers at the same places) that plan filled with its own
             values instead of a planner call (see :mod:`llm_compiler.engine.plan_cache`).
+        speculate: Keep such templates, and while the planner writes a fresh question's
+            first plan, start the ``pure`` calls the template of its shape predicts; the
+            real plan's equal calls take their results (see
+            :mod:`llm_compiler.engine.speculation`). Needs ``cache_results``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -79,6 +83,7 @@ class CompilerConfig(BaseModel):
     task_order: Literal["critical_path", "plan"] = "critical_path"
     cache_results: bool = True
     cache_plans: bool = False
+    speculate: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> CompilerConfig:

@@ -86,6 +86,7 @@ from llm_compiler.engine.scheduler import (
     runnable,
     with_facts,
 )
+from llm_compiler.engine.speculation import Speculation, predicted
 from llm_compiler.engine.state import CompilerState, round_records
 from llm_compiler.engine.summary import CompilerOutput, round_summary, summarize
 from llm_compiler.errors import ConfigurationError, RunError
@@ -205,6 +206,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         self._started_calls = StartedCalls()
         self._results = ResultCache(result_cache)
         self._plans = PlanCache()
+        self._speculation = Speculation()
 
     @property
     def result_cache(self) -> CacheStore:
@@ -307,6 +309,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         self._tracer.start_round(state.run_id, state.round)
         final = self._from_plan_cache(ctx, state, tools, context)
         if final is None:
+            self._speculate(ctx, state, tools, context)
             final = await self._planner.plan(ctx, state, tools, context)
         ctx.write_event_to_stream(final)
         if state.mode == "run":
@@ -322,16 +325,61 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
     ) -> PlanEvent | None:
         """The run's first plan filled from a template (``cache_plans``: a fresh question
         of a shape answered before), its tasks sent to the scheduler; else None."""
-        if not self.config.cache_plans or state.round or state.mode != "run" or state.transcript:
+        if not self.config.cache_plans:
             return None
-        parse = partial(parse_plan_text, self.dialect, context, tools=tools)
-        rules, name = self._rules(state), self.dialect.name
-        plan = self._plans.plan_for(state.question, tools, rules, name, parse)
+        plan = self._template_plan(state, tools, context)
         if plan is None:
             return None
         plan = plan.model_copy(update={"run_id": state.run_id})
         publish(ctx, PlanEvent(round=plan.round, tasks=plan.tasks, run_id=plan.run_id))
         return plan
+
+    def _template_plan(
+        self, state: CompilerState, tools: ToolSet, context: Any
+    ) -> PlanEvent | None:
+        """The plan a kept template gives the run's first round (a fresh question only)."""
+        if state.round or state.mode != "run" or state.transcript:
+            return None
+        parse = partial(parse_plan_text, self.dialect, context, tools=tools)
+        rules, name = self._rules(state), self.dialect.name
+        return self._plans.plan_for(state.question, tools, rules, name, parse)
+
+    def _speculate(
+        self, ctx: Context[CompilerState], state: CompilerState, tools: ToolSet, context: Any
+    ) -> None:
+        """Start the calls a template predicts while the planner writes (``speculate``)."""
+        if not (self.config.speculate and self.config.cache_results):
+            return
+        plan = self._template_plan(state, tools, context)
+        if plan is not None:
+            calls = predicted(plan, state.run_id, tools, self._rules(state))
+            start = partial(self._cached_call, ctx, state.run_id)
+            self._speculation.start(state.run_id, calls, start)
+
+    async def _cached_call(
+        self,
+        ctx: Context[CompilerState],
+        run_id: str,
+        ready: TaskReady,
+        tool: BaseTool | None,
+        policy: ToolPolicy,
+        on_attempt: Any = None,
+    ) -> TaskResult:
+        """`ready`'s call, through the result cache."""
+        context = ctx if self.tool_context is None else self.tool_context
+        call = partial(
+            run_task,
+            ready,
+            tool,
+            timeout=self.config.tool_timeout,
+            context=context,
+            max_chars=self.config.max_result_chars,
+            policy=policy,
+            sleep=self.retry_sleep,
+            on_attempt=on_attempt,
+        )
+        enabled = self.config.cache_results
+        return await self._results.run(run_id, ready, tool, policy, call, enabled)
 
     async def _hold(self, ctx: Context[CompilerState], plan: PlanEvent, approve: bool) -> None:
         """Record, in one write, a plan no scheduler takes now: the planner call that made
@@ -583,21 +631,9 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         span = self._tracer.start_task(
             state.run_id, task.id, task.round, task.tool, task.deps, args, tool
         )
-        context = ctx if self.tool_context is None else self.tool_context
-        call = partial(
-            run_task,
-            ready,
-            tool,
-            timeout=self.config.tool_timeout,
-            context=context,
-            max_chars=self.config.max_result_chars,
-            policy=policy,
-            sleep=self.retry_sleep,
-            on_attempt=partial(self._started, ctx, ready, policy.side_effect),
-        )
+        on_attempt = partial(self._started, ctx, ready, policy.side_effect)
         with self._runs.tool_call(state.run_id), Active(span):  # the tool's spans nest in it
-            enabled = self.config.cache_results
-            result = await self._results.run(state.run_id, ready, tool, policy, call, enabled)
+            result = await self._cached_call(ctx, state.run_id, ready, tool, policy, on_attempt)
         saved = result.saved if result.cached else None
         self._tracer.end_task(state.run_id, task.id, result.output, result.is_error, False, saved)
         if not result.cached:
@@ -817,11 +853,12 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
             state = s.model_copy()
         # While the run's tools are still known to this process.
         tools = self.run_tools(state.run_id)
-        if self.config.cache_plans and tools is not None:
+        if (self.config.cache_plans or self.config.speculate) and tools is not None:
             self._plans.learn(state, tools, self._rules(state), self.dialect.name)
         self._planner.warm(state, tools, self._prompt(state))
         self._books.forget(state.run_id)
         self._calls.forget(state.run_id)
+        self._speculation.forget(state.run_id)
         self._results.forget(state.run_id)
         return self._output(state, answer, direct)
 
