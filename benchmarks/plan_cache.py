@@ -12,6 +12,9 @@ The embedded model's side is :mod:`benchmarks.plan_cache_embedded`.
   per mode). Per mode: planner calls and tokens, mean time to the first task and to the
   answer, answers right (every tool call the question needs, with its arguments in place: a
   swapped operand counts as wrong), tool calls made and served from cache.
+- **Speculation**: the same families with ``lookup`` taking 0.5 s and declared ``pure``
+  without a TTL, the result cache on and the plan cache off, with and without
+  ``speculate``: what starting the predicted lookups while the planner writes saves.
 - **Repeating shapes**: 300 questions whose shapes (40, worded differently) are drawn from
   a Zipf distribution (s = 1.1), fillings at random, on an instant model, with and without
   the plan cache: the share of questions planned from a template, and the planner tokens.
@@ -85,10 +88,12 @@ def fillings(n: int, seed: int) -> list[Filling]:
     return out
 
 
-def tools(log: list[tuple[str, Any]]) -> list[Any]:
+def tools(log: list[tuple[str, Any]], delay: float = 0.0) -> list[Any]:
     async def lookup(query: str) -> int:
         """The population of a city."""
         log.append(("lookup", query))
+        if delay:
+            await asyncio.sleep(delay)  # the modelled latency of a lookup
         return len(query) * 1000
 
     async def subtract(a: int, b: int) -> int:
@@ -100,8 +105,7 @@ def tools(log: list[tuple[str, Any]]) -> list[Any]:
 
 
 def right(calls: list[tuple[str, Any]], expected: list[tuple[str, Any]]) -> bool:
-    """Whether `calls` are the expected ones (None: any argument, it is a result). A call
-    served from the result cache is not in `calls`: `served` lists them."""
+    """Whether `calls` are the expected ones (None: any argument, it is a result)."""
     if len(calls) != len(expected):
         return False
     return all(
@@ -116,18 +120,33 @@ MODES = {
     "plan_and_result_cache": {"cache_plans": True, "cache_results": True},
 }
 PURE = {"lookup": ToolPolicy(side_effect="pure", cache_ttl=600)}
+#: Speculation against the result cache alone, both with ``lookup`` pure without a TTL
+#: (so only calls within a run are served) and taking 0.5 s.
+SPECULATION = {
+    "result_cache": {"cache_plans": False, "cache_results": True},
+    "speculate": {"cache_plans": False, "cache_results": True, "speculate": True},
+}
+PURE_IN_RUN = {"lookup": ToolPolicy(side_effect="pure")}
 
 
 class Asker:
     """A workflow on a scripted planner that answers each registered question's plan."""
 
-    def __init__(self, model: LatencyModel, store: MemoryCache | None = None, **config: Any):
+    def __init__(
+        self,
+        model: LatencyModel,
+        store: MemoryCache | None = None,
+        policies: dict[str, ToolPolicy] | None = None,
+        delay: float = 0.0,
+        **config: Any,
+    ):
         self.plans: dict[str, str] = {}
         self.log: list[tuple[str, Any]] = []
         self.llm = LatencyLLM(self.script, model)
-        policies = PURE if config.get("cache_results") else {}
+        if policies is None:
+            policies = PURE if config.get("cache_results") else {}
         self.wf = LLMCompilerWorkflow(
-            tools=tools(self.log),
+            tools=tools(self.log, delay),
             llm=self.llm,
             timeout=120,
             tool_policies=policies,
@@ -168,29 +187,33 @@ class Asker:
             "tool_calls": len(calls),
             "cached_calls": out.summary.cached_calls,
             "calls": calls,
-            "served": [(t.tool, t.args) for t in out.summary.tasks if t.cached],
+            "tasks": [(t.tool, t.args) for t in out.summary.tasks],
         }
 
 
 def made_right(row: dict[str, Any], expected: list[tuple[str, Any]]) -> bool:
-    """Whether the run's calls, made or served, are `expected` (served ones by their args)."""
-    served = [(name, args.get("query")) for name, args in row["served"]]
-    return right(row["calls"], [e for e in expected if e not in served]) and all(
-        s in expected for s in served
-    )
+    """Whether the run's tasks, made or served from a cache, are the `expected` calls."""
+    calls = [
+        (tool, args.get("query") if tool == "lookup" else (args.get("a"), args.get("b")))
+        for tool, args in row["tasks"]
+    ]
+    return right(calls, expected)
 
 
-async def families(n: int) -> dict[str, Any]:
-    """Every shape's `n` fillings in each mode, interleaved filling by filling."""
+async def families(
+    n: int, modes: dict[str, dict[str, Any]] = MODES, **options: Any
+) -> dict[str, Any]:
+    """Every shape's `n` fillings in each mode, interleaved filling by filling (`options`:
+    the askers' policies and tool delay)."""
     askers = {
-        mode: [Asker(CLOUD, store, **config) for _ in SHAPES]
-        for mode, config in MODES.items()
+        mode: [Asker(CLOUD, store, **options, **config) for _ in SHAPES]
+        for mode, config in modes.items()
         for store in [MemoryCache()]
     }
     fills = [fillings(n, seed=shape) for shape in range(len(SHAPES))]
-    rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     for i in range(n):
-        order = list(MODES)[i % len(MODES) :] + list(MODES)[: i % len(MODES)]
+        order = list(modes)[i % len(modes) :] + list(modes)[: i % len(modes)]
         for mode in order:
 
             async def one(shape: int, mode: str = mode, i: int = i) -> dict[str, Any]:
@@ -302,6 +325,7 @@ async def main() -> None:
         "model": CLOUD.describe(),
     }
     report["families"] = await families(10)
+    report["speculation"] = await families(10, SPECULATION, policies=PURE_IN_RUN, delay=0.5)
     report["zipf_stream"] = await zipf_stream(300, 40, 1.1, seed=1)
     report["new_shapes"] = await miss_stream(120)
     report["load_avg_1_5_15_end"] = [round(x, 2) for x in os.getloadavg()]

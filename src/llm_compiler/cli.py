@@ -192,6 +192,7 @@ async def _serve(args: argparse.Namespace) -> None:
     tool_policies = read_tool_policies(args.tool_policies)
     config = {} if args.result_cache else {"cache_results": False}
     config |= {"cache_plans": True} if args.plan_cache else {}
+    config |= {"speculate": True} if args.speculate else {}
     results = _shared_results(durable) if args.result_cache else None
     if args.workflow:
         workflows = apply_tool_policies(load_workflows(args.workflow), tool_policies, **config)
@@ -452,6 +453,12 @@ def parser() -> argparse.ArgumentParser:
         "(default: off)",
     )
     serve.add_argument(
+        "--speculate",
+        action=argparse.BooleanOptionalAction,
+        help="while the planner writes, start the pure calls a plan of a shape answered "
+        "before predicts (see docs/caching.md) (default: off)",
+    )
+    serve.add_argument(
         "--prompt-cache",
         action=argparse.BooleanOptionalAction,
         help="give the embedded model llama.cpp's RAM prompt cache (measured slower on "
@@ -601,6 +608,7 @@ SERVE_SETTINGS = (
     Setting("prompt_cache", False, kind="flag"),
     Setting("result_cache", True, kind="flag"),
     Setting("plan_cache", False, kind="flag"),
+    Setting("speculate", False, kind="flag"),
     Setting("otlp_endpoint", env="LLM_COMPILER_OTLP_ENDPOINT"),
     Setting("prices"),
     Setting("log_level", "info", _one_of(LEVELS)),

@@ -134,3 +134,13 @@ def test_only_pure_calls_without_limits_and_with_literal_arguments_are_predicted
     rules = RunPolicies(None, {"lookup": ToolPolicy(side_effect="pure")})
     found = predicted(PlanEvent(round=0, tasks=tasks), "r", tools, rules)
     assert [(r.task_id, r.args) for r, _, _ in found] == [(1, {"query": "Lima"})]
+
+
+def test_serve_speculate_turns_it_on_for_each_compiler():
+    from llm_compiler.cli import apply_tool_policies, parse
+
+    assert parse(["serve", "--speculate"]).speculate is True
+    assert parse(["serve"], environ={}).speculate is False
+    wf, _, _ = setup({})
+    apply_tool_policies({"compiler": wf}, {}, speculate=True)
+    assert wf.config.speculate
