@@ -8,7 +8,8 @@ result cache, so a task of the real plan making the same call waits for it and t
 output (a ``TaskResult`` marked ``cached``, like any call served from the cache); a call
 the real plan does not ask for is cancelled when the run ends and its result is dropped
 (kept across runs only if its policy has a ``cache_ttl``, like any result). Speculative
-calls are not counted against the run's concurrency limit and emit no events.
+calls are not counted against the run's concurrency limit, emit no events and do not pass
+through ``before_tool_call``.
 """
 
 from __future__ import annotations
