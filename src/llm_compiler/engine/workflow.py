@@ -59,7 +59,7 @@ from llm_compiler.engine.dispatch import (
     return_direct,
     verdict_of,
 )
-from llm_compiler.engine.executor import run_task
+from llm_compiler.engine.executor import OnAttempt, run_task
 from llm_compiler.engine.llm import (
     Metered,
     constrained_for,
@@ -363,10 +363,11 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         ready: TaskReady,
         tool: BaseTool | None,
         policy: ToolPolicy,
-        on_attempt: Any = None,
+        on_attempt: OnAttempt | None = None,
     ) -> TaskResult:
-        """`ready`'s call, through the result cache."""
+        """`ready`'s call, through the result cache (cancelled if the run fails)."""
         context = ctx if self.tool_context is None else self.tool_context
+        enabled = self.config.cache_results
         call = partial(
             run_task,
             ready,
@@ -378,8 +379,8 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
             sleep=self.retry_sleep,
             on_attempt=on_attempt,
         )
-        enabled = self.config.cache_results
-        return await self._results.run(run_id, ready, tool, policy, call, enabled)
+        with self._runs.tool_call(run_id):
+            return await self._results.run(run_id, ready, tool, policy, call, enabled)
 
     async def _hold(self, ctx: Context[CompilerState], plan: PlanEvent, approve: bool) -> None:
         """Record, in one write, a plan no scheduler takes now: the planner call that made
@@ -632,7 +633,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
             state.run_id, task.id, task.round, task.tool, task.deps, args, tool
         )
         on_attempt = partial(self._started, ctx, ready, policy.side_effect)
-        with self._runs.tool_call(state.run_id), Active(span):  # the tool's spans nest in it
+        with Active(span):  # the tool's spans nest in it
             result = await self._cached_call(ctx, state.run_id, ready, tool, policy, on_attempt)
         saved = result.saved if result.cached else None
         self._tracer.end_task(state.run_id, task.id, result.output, result.is_error, False, saved)
