@@ -188,10 +188,10 @@ async def test_a_rejected_call_is_not_planned_again():
 # ------------------------------------------------------------ answers
 
 
-async def test_a_which_question_names_the_highest():
+async def test_a_which_question_names_the_larger_and_by_how_much():
     wf, _ = workflow([diameter], plan('diameter("Mars")', 'diameter("Venus")'))
     output = await wf.run(user_msg="Which planet is bigger, Mars or Venus?")
-    assert "highest: Venus" in str(output)
+    assert "Venus (12,104) is 5325 more than Mars (6779)" in str(output)
 
 
 async def test_each_value_says_which_call_it_came_from():

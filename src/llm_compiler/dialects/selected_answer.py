@@ -160,32 +160,99 @@ def answer_parts(context: PromptContext) -> list[Part]:
         if key not in seen:
             seen.add(key)
             parts.append(part)
-    return parts + _extremes([ok[i] for i in sorted(shown)])
+    tasks = [ok[i] for i in sorted(shown)]
+    labels = _operand_labels(tasks, parts)
+    return [_right_way_round(p, labels) for p in parts] + _extremes(tasks)
 
 
 def _extremes(tasks: Sequence[_Task]) -> list[Part]:
-    """``highest: Venus (12,104); lowest: Mars (6,779)`` when two or more numbers of one
-    tool differ in one literal argument only (the things a "which" compares); none
-    else. Every number in it is a result shown before."""
-    groups: dict[tuple[str, int], list[tuple[float, str, str]]] = {}
-    for task in tasks:
-        text = (task.record.observation or "").strip()
-        values = [*task.args, *task.kwargs.values()]
-        if task.deps or not _NUMBER.fullmatch(text):
-            continue
-        for k, value in enumerate(values):
-            if isinstance(value, str):
-                rest = tuple(repr(v) for n, v in enumerate(values) if n != k)
-                key = (task.record.tool + repr(rest), k)
-                groups.setdefault(key, []).append((float(text), value, number_text(text)))
+    """How numbers of one tool compare when they differ in one literal argument only
+    (the things a "which" compares): for two, ``Venus (12,104) is 5,325 more than Mars
+    (6779)``; for more, ``highest: ...; lowest: ...``; none else. Every number in it is
+    a result shown before, or the difference of two."""
     out = []
-    for found in groups.values():
+    for found in _comparable(tasks).values():
         if len({v for v, _, _ in found}) < 2 or len({s for _, s, _ in found}) < len(found):
             continue
         high, low = max(found), min(found)
-        text = f"highest: {high[1]} ({high[2]}); lowest: {low[1]} ({low[2]})"
+        if len(found) == 2:
+            gap = number_text(f"{high[0] - low[0]:.10g}")
+            text = f"{high[1]} ({high[2]}) is {gap} more than {low[1]} ({low[2]})"
+        else:
+            text = f"highest: {high[1]} ({high[2]}); lowest: {low[1]} ({low[2]})"
         out.append(Part(-1, "", (text,)))
     return out[:1]
+
+
+def _comparable(tasks: Sequence[_Task]) -> dict[tuple[str, int], list[tuple[float, str, str]]]:
+    """Numbers of one tool whose calls differ in one literal text argument, by tool and
+    the rest of the call: each as (value, that argument, the number as shown). A number
+    is a result that is one number, or the one number of a text whose other characters
+    are those of the group's other texts (``Height: 4,806 m`` beside ``Height: 4,478 m``)."""
+    groups: dict[tuple[str, int], list[tuple[float, str, str]]] = {}
+    for task in tasks:
+        text = (task.record.observation or "").strip()
+        found = _one_number(text)
+        if task.deps or found is None:
+            continue
+        values = [*task.args, *task.kwargs.values()]
+        for k, value in enumerate(values):
+            if isinstance(value, str):
+                rest = tuple(repr(v) for n, v in enumerate(values) if n != k)
+                key = (task.record.tool + repr(rest) + found[1], k)
+                groups.setdefault(key, []).append((found[0], value, found[2]))
+    return groups
+
+
+_WRITTEN_NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?")
+
+
+def _one_number(text: str) -> tuple[float, str, str] | None:
+    """(value, the text with the number left out, the number as shown) of a text that
+    holds exactly one number; None else."""
+    written = _WRITTEN_NUMBER.findall(text)
+    if len(written) != 1 or len(text) > MAX_UNIT_CHARS:
+        return None
+    shown = number_text(written[0].replace(",", ""))
+    template = "" if _NUMBER.fullmatch(text) else _WRITTEN_NUMBER.sub("#", text)
+    return float(written[0].replace(",", "")), template, shown
+
+
+#: ``1912 - 1954``: a calculation that subtracts one number from another.
+_DIFFERENCE = re.compile(r"\s*\(?\s*(-?\d+(?:\.\d+)?)\s*\)?\s*-\s*\(?\s*(\d+(?:\.\d+)?)\s*\)?\s*")
+
+
+def _right_way_round(part: Part, labels: dict[float, str]) -> Part:
+    """A difference the calculator took the wrong way round (``1912 - 1954 = -42``) as
+    the larger minus the smaller, each operand labelled by the call that returned it:
+    ``1954 (Einstein) - 1912 (Bohr) = 42``. Other parts unchanged."""
+    expression, _, value = part.units[0].rpartition(" = ")
+    match = _DIFFERENCE.fullmatch(expression)
+    if part.label or not match or not value.startswith("-"):
+        return part
+    small, large = match.group(1), match.group(2)
+
+    def shown(number: str) -> str:
+        label = labels.get(float(number))
+        return f"{number_text(number)} ({label})" if label else number_text(number)
+
+    return Part(part.task_id, "", (f"{shown(large)} - {shown(small)} = {value[1:]}",))
+
+
+def _operand_labels(tasks: Sequence[_Task], parts: Sequence[Part]) -> dict[float, str]:
+    """By value, what returned each number result among `tasks`: the argument its call
+    does not share with the other calls of its group (see :func:`_comparable`), else
+    the label of its part."""
+    labels: dict[float, str] = {}
+    for found in _comparable(tasks).values():
+        if len({s for _, s, _ in found}) == len(found) > 1:
+            labels.update({v: name for v, name, _ in found})
+    by_id = {p.task_id: p.label.rstrip(": ") for p in parts}
+    for task in tasks:
+        found = _one_number((task.record.observation or "").strip())
+        if found and by_id.get(task.record.id):
+            labels.setdefault(found[0], by_id[task.record.id])
+    return labels
 
 
 def _part(
