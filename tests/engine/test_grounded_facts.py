@@ -16,7 +16,7 @@ from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.plan import END_OF_PLAN
 from llm_compiler.testing import ScriptedLLM
-from llm_compiler.tools import NotFound
+from llm_compiler.tools import Expression, NotFound
 from llm_compiler.tools.adapt import to_tool
 from llm_compiler.tools.policy import policy
 
@@ -41,7 +41,7 @@ def convert_currency(amount: float, currency: str) -> float:
     return round(amount * 0.92, 2)
 
 
-def calculator(expression: str) -> float:
+def calculator(expression: Expression) -> float:
     """Evaluate an arithmetic expression such as "8 + 3 * 10"."""
     left, op, right = expression.split()
     a, b = float(left), float(right)

@@ -160,9 +160,9 @@ def answer_parts(context: PromptContext) -> list[Part]:
         if key not in seen:
             seen.add(key)
             parts.append(part)
-    tasks = [ok[i] for i in sorted(shown)]
-    labels = _operand_labels(tasks, parts)
-    return [_right_way_round(p, labels) for p in parts] + _extremes(tasks)
+    shown_tasks = [ok[i] for i in sorted(shown)]
+    labels = _operand_labels(shown_tasks, parts)
+    return [_right_way_round(p, labels) for p in parts] + _extremes(shown_tasks)
 
 
 def _extremes(tasks: Sequence[_Task]) -> list[Part]:
@@ -244,14 +244,14 @@ def _operand_labels(tasks: Sequence[_Task], parts: Sequence[Part]) -> dict[float
     does not share with the other calls of its group (see :func:`_comparable`), else
     the label of its part."""
     labels: dict[float, str] = {}
-    for found in _comparable(tasks).values():
-        if len({s for _, s, _ in found}) == len(found) > 1:
-            labels.update({v: name for v, name, _ in found})
+    for group in _comparable(tasks).values():
+        if len({s for _, s, _ in group}) == len(group) > 1:
+            labels.update({v: name for v, name, _ in group})
     by_id = {p.task_id: p.label.rstrip(": ") for p in parts}
     for task in tasks:
-        found = _one_number((task.record.observation or "").strip())
-        if found and by_id.get(task.record.id):
-            labels.setdefault(found[0], by_id[task.record.id])
+        one = _one_number((task.record.observation or "").strip())
+        if one and by_id.get(task.record.id):
+            labels.setdefault(one[0], by_id[task.record.id])
     return labels
 
 
