@@ -194,6 +194,20 @@ async def test_a_which_question_names_the_larger_and_by_how_much():
     assert "Venus (12,104) is 5325 more than Mars (6779)" in str(output)
 
 
+def people(country: str) -> int:
+    """How many people live in a country."""
+    return {"Nigeria": 203_000_000, "Brazil": 223_000_000}[country]
+
+
+async def test_a_difference_says_which_is_larger_never_a_negative_number():
+    lines = ('people("Nigeria")', 'people("Brazil")', 'calculator("$1 - $2")')
+    wf, _ = workflow([people, calculator], plan(*lines))
+    output = str(await wf.run(user_msg="Which has more people, Nigeria or Brazil?"))
+    assert "223,000,000 (Brazil) - 203,000,000 (Nigeria) = 20,000,000" in output
+    assert "Brazil (223,000,000) is 20,000,000 more than Nigeria (203,000,000)" in output
+    assert "-20,000,000" not in output
+
+
 async def test_each_value_says_which_call_it_came_from():
     tools = [get_weather, convert_c_to_f]
     wf, _ = workflow(tools, plan('get_weather("Oslo")', "convert_c_to_f($1)"))

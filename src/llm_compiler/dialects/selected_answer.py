@@ -219,7 +219,9 @@ def _one_number(text: str) -> tuple[float, str, str] | None:
 
 
 #: ``1912 - 1954``: a calculation that subtracts one number from another.
-_DIFFERENCE = re.compile(r"\s*\(?\s*(-?\d+(?:\.\d+)?)\s*\)?\s*-\s*\(?\s*(\d+(?:\.\d+)?)\s*\)?\s*")
+_DIFFERENCE = re.compile(
+    rf"\s*\(?\s*({_WRITTEN_NUMBER.pattern})\s*\)?\s*-\s*\(?\s*({_WRITTEN_NUMBER.pattern})\s*\)?\s*"
+)
 
 
 def _right_way_round(part: Part, labels: dict[float, str]) -> Part:
@@ -230,7 +232,7 @@ def _right_way_round(part: Part, labels: dict[float, str]) -> Part:
     match = _DIFFERENCE.fullmatch(expression)
     if part.label or not match or not value.startswith("-"):
         return part
-    small, large = match.group(1), match.group(2)
+    small, large = match.group(1).replace(",", ""), match.group(2).replace(",", "")
 
     def shown(number: str) -> str:
         label = labels.get(float(number))
