@@ -451,6 +451,29 @@ def test_three_numbers_of_one_tool_name_the_highest_and_the_lowest():
     assert answer is not None and answer.endswith("highest: Venus (12,104); lowest: Merkur (4879).")
 
 
+def test_calls_that_differ_in_several_arguments_are_labelled_by_those():
+    def flight(origin: str, destination: str) -> float:
+        """A flight's price."""
+        return 0.0
+
+    ctx = context(
+        "Which is cheaper, Berlin to Paris or Amsterdam to Porto?",
+        T(1, "flight", '1. flight("Berlin", "Paris")', "98.0"),
+        T(2, "flight", '2. flight(origin="Amsterdam", destination="Porto")', "87.0"),
+        tools=[flight],
+    )
+    assert str(selected_answer(ctx)).endswith(
+        "Berlin, Paris (98) is 11 more than Amsterdam, Porto (87)."
+    )
+    same = context(
+        "Berlin to Paris?",
+        T(1, "flight", '1. flight("Berlin", "Paris")', "98.0"),
+        T(2, "flight", '2. flight("Berlin", "Paris")', "98.0"),
+        tools=[flight],
+    )
+    assert "more than" not in str(selected_answer(same))
+
+
 def test_numbers_in_texts_of_one_shape_compare_and_others_do_not():
     def ride(origin: str, destination: str) -> str:
         """How long a ride takes."""

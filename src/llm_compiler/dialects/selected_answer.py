@@ -166,13 +166,13 @@ def answer_parts(context: PromptContext) -> list[Part]:
 
 
 def _extremes(tasks: Sequence[_Task]) -> list[Part]:
-    """How numbers of one tool compare when they differ in one literal argument only
-    (the things a "which" compares): for two, ``Venus (12,104) is 5,325 more than Mars
-    (6779)``; for more, ``highest: ...; lowest: ...``; none else. Every number in it is
-    a result shown before, or the difference of two."""
+    """How the numbers of one tool's calls compare (the things a "which" compares): for
+    two, ``Venus (12,104) is 5325 more than Mars (6779)``; for more, ``highest: ...;
+    lowest: ...``; each labelled by the arguments its call does not share with the
+    others. Every number in it is a result shown before, or the difference of two."""
     out = []
-    for found in _comparable(tasks).values():
-        if len({v for v, _, _ in found}) < 2 or len({s for _, s, _ in found}) < len(found):
+    for found in _comparable(tasks):
+        if len({v for v, _, _ in found}) < 2:
             continue
         high, low = max(found), min(found)
         if len(found) == 2:
@@ -184,24 +184,29 @@ def _extremes(tasks: Sequence[_Task]) -> list[Part]:
     return out[:1]
 
 
-def _comparable(tasks: Sequence[_Task]) -> dict[tuple[str, int], list[tuple[float, str, str]]]:
-    """Numbers of one tool whose calls differ in one literal text argument, by tool and
-    the rest of the call: each as (value, that argument, the number as shown). A number
-    is a result that is one number, or the one number of a text whose other characters
-    are those of the group's other texts (``Height: 4,806 m`` beside ``Height: 4,478 m``)."""
-    groups: dict[tuple[str, int], list[tuple[float, str, str]]] = {}
+def _comparable(tasks: Sequence[_Task]) -> list[list[tuple[float, str, str]]]:
+    """The number results of one tool's calls with literal arguments, by tool: each as
+    (value, the arguments its call does not share with the others, the number as
+    shown); groups of two or more different calls only. A number is a result that is
+    one number, or the one number of a text whose other characters are those of the
+    group's other texts (``Height: 4,806 m`` beside ``Height: 4,478 m``)."""
+    groups: dict[str, list[tuple[list[Any], tuple[float, str, str]]]] = {}
     for task in tasks:
-        text = (task.record.observation or "").strip()
-        found = _one_number(text)
+        found = _one_number((task.record.observation or "").strip())
         if task.deps or found is None:
             continue
         values = [*task.args, *task.kwargs.values()]
-        for k, value in enumerate(values):
-            if isinstance(value, str):
-                rest = tuple(repr(v) for n, v in enumerate(values) if n != k)
-                key = (task.record.tool + repr(rest) + found[1], k)
-                groups.setdefault(key, []).append((found[0], value, found[2]))
-    return groups
+        groups.setdefault(task.record.tool + "\0" + found[1], []).append((values, found))
+    out = []
+    for members in groups.values():
+        calls = [values for values, _ in members]
+        if len(members) < 2 or len({len(c) for c in calls}) > 1:
+            continue
+        differ = [k for k in range(len(calls[0])) if len({repr(c[k]) for c in calls}) > 1]
+        labels = [", ".join(_show(c[k]) for k in differ) for c in calls]
+        if differ and len(set(labels)) == len(labels):
+            out.append([(f[0], label, f[2]) for (_, f), label in zip(members, labels, strict=True)])
+    return out
 
 
 _WRITTEN_NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?")
@@ -246,9 +251,8 @@ def _operand_labels(tasks: Sequence[_Task], parts: Sequence[Part]) -> dict[float
     does not share with the other calls of its group (see :func:`_comparable`), else
     the label of its part."""
     labels: dict[float, str] = {}
-    for group in _comparable(tasks).values():
-        if len({s for _, s, _ in group}) == len(group) > 1:
-            labels.update({v: name for v, name, _ in group})
+    for group in _comparable(tasks):
+        labels.update({v: name for v, name, _ in group})
     by_id = {p.task_id: p.label.rstrip(": ") for p in parts}
     for task in tasks:
         one = _one_number((task.record.observation or "").strip())
