@@ -66,6 +66,21 @@ def names(texts: Iterable[str], limit: int = MAX_NAMES, *, starts: bool = True) 
     return ordered[:limit]
 
 
+def name_runs(text: str) -> list[tuple[int, int]]:
+    """Where `text`'s runs of capitalized words are, as (start, end): each run whole,
+    less a first word that starts a sentence."""
+    out = []
+    for match in _NAME.finditer(text):
+        start = match.start()
+        if _starts_sentence(text, start):
+            rest = re.match(r"\S+[ \t]+", text[start : match.end()])
+            if rest is None:
+                continue
+            start += rest.end()
+        out.append((start, match.end()))
+    return out
+
+
 def _starts_sentence(text: str, i: int) -> bool:
     """Whether the word at `i` starts `text` or a sentence of it (a few signs back)."""
     j = i - 1
