@@ -451,48 +451,36 @@ def test_three_numbers_of_one_tool_name_the_highest_and_the_lowest():
     assert answer is not None and answer.endswith("highest: Venus (12,104); lowest: Merkur (4879).")
 
 
-def test_calls_that_differ_in_several_arguments_are_labelled_by_those():
-    def flight(origin: str, destination: str) -> float:
-        """A flight's price."""
-        return 0.0
+def _two_calls(question: str, second: str, results: tuple[str, str]) -> str:
+    """The answer to two calls of one tool: ``trip("Berlin", "Paris")`` and `second`."""
+
+    def trip(origin: str, destination: str) -> str:
+        """A trip's price or length."""
+        return ""
 
     ctx = context(
-        "Which is cheaper, Berlin to Paris or Amsterdam to Porto?",
-        T(1, "flight", '1. flight("Berlin", "Paris")', "98.0"),
-        T(2, "flight", '2. flight(origin="Amsterdam", destination="Porto")', "87.0"),
-        tools=[flight],
+        question,
+        T(1, "trip", '1. trip("Berlin", "Paris")', results[0]),
+        T(2, "trip", f"2. {second}", results[1]),
+        tools=[trip],
     )
-    assert str(selected_answer(ctx)).endswith(
-        "Berlin, Paris (98) is 11 more than Amsterdam, Porto (87)."
-    )
-    same = context(
-        "Berlin to Paris?",
-        T(1, "flight", '1. flight("Berlin", "Paris")', "98.0"),
-        T(2, "flight", '2. flight("Berlin", "Paris")', "98.0"),
-        tools=[flight],
-    )
-    assert "more than" not in str(selected_answer(same))
+    return str(selected_answer(ctx))
+
+
+def test_calls_that_differ_in_several_arguments_are_labelled_by_those():
+    question = "Which is cheaper, Berlin to Paris or Amsterdam to Porto?"
+    other = 'trip(origin="Amsterdam", destination="Porto")'
+    answer = _two_calls(question, other, ("98.0", "87.0"))
+    assert answer.endswith("Berlin, Paris (98) is 11 more than Amsterdam, Porto (87).")
+    same = _two_calls("Berlin to Paris?", 'trip("Berlin", "Paris")', ("98.0", "98.0"))
+    assert "more than" not in same
 
 
 def test_numbers_in_texts_of_one_shape_compare_and_others_do_not():
-    def ride(origin: str, destination: str) -> str:
-        """How long a ride takes."""
-        return ""
-
-    same = context(
-        "Central to Harbour or Central to University?",
-        T(1, "ride", '1. ride("Central", "Harbour")', "about 11 minutes"),
-        T(2, "ride", '2. ride("Central", "University")', "about 1,017 minutes"),
-        tools=[ride],
-    )
-    assert str(selected_answer(same)).endswith("University (1017) is 1006 more than Harbour (11).")
-    differ = context(
-        "Central to Harbour or Central to University?",
-        T(1, "ride", '1. ride("Central", "Harbour")', "about 11 minutes"),
-        T(2, "ride", '2. ride("Central", "University")', "17 stops"),
-        tools=[ride],
-    )
-    assert "more than" not in str(selected_answer(differ))
+    question, other = "Berlin to Paris or to Rome?", 'trip("Berlin", "Rome")'
+    answer = _two_calls(question, other, ("about 11 minutes", "about 1,017 minutes"))
+    assert answer.endswith("Rome (1017) is 1006 more than Paris (11).")
+    assert "more than" not in _two_calls(question, other, ("about 11 minutes", "17 stops"))
 
 
 def test_a_difference_taken_the_wrong_way_round_is_shown_the_right_way_with_labels():
