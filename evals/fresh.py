@@ -5,6 +5,9 @@ a shop, a calendar with time zones), written as a user writes their own tools an
 no examples, asked in English, German, French and Spanish; and a sixth held-out batch on
 the demo's tools and on the stocks set of ``evals.answers``. Every question and its
 expected answer was written before any change it measures, and is run once per change.
+Batch 7 (``--sets batch7``, ``evals.fresh_tools7``), written after batch 6 had been read:
+a library catalogue, a transit timetable and nutrition with recipes, in English, German,
+French, Spanish and Italian.
 
 Verdicts, counted strictly: **right** when the answer holds every expected name and
 number (as ``evals.answers`` reads them); a "which" question must name the winner and,
@@ -38,12 +41,17 @@ from llama_index.core.llms import LLM
 from evals import answers
 from evals.answers import Verdict, is_right, normalize, run_once, task_line
 from evals.bfcl import write_results
-from evals.fresh_tools import TOOL_SETS
+from evals.fresh_tools import TOOL_SETS as TOOL_SETS_6
+from evals.fresh_tools7 import TOOL_SETS as TOOL_SETS_7
 from evals.own_tools import ExpectedCall, Ref, matched
 from llm_compiler import LLMCompilerWorkflow
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-SetName = Literal["travel", "shop", "calendar", "demo", "stocks"]
+TOOL_SETS = {**TOOL_SETS_6, **TOOL_SETS_7}
+BATCHES = {"batch6": ("travel", "shop", "calendar", "demo", "stocks"),
+           "batch7": tuple(TOOL_SETS_7)}  # fmt: skip
+"""Questions by the batch they were written in (batch 7 after batch 6 had been read)."""
+SetName = Literal["travel", "shop", "calendar", "demo", "stocks", "library", "transit", "nutrition"]
 Kind = Literal["fact", "facts", "which", "compare", "chain", "missing", "failed"]
 
 
@@ -74,6 +82,8 @@ def _f(
 
 _CALC: ExpectedCall = ("calculator", {})
 _SUB: ExpectedCall = ("subtract", {})
+_DIFF: ExpectedCall = ("difference", {})
+_ADD: ExpectedCall = ("add", {})
 
 QUESTIONS = (
     # Travel: flight_price, hotel_price, convert_currency, calculator.
@@ -214,6 +224,118 @@ QUESTIONS = (
     _f("stocks", "en", "which", "Which company has more employees, Alphabet or Microsoft?",
        ("Microsoft",), ("company_profile", {"name": "Alphabet"}),
        ("company_profile", {"name": "Microsoft"}), losers=("Alphabet",)),
+    # Batch 7, written 2026-11-28 11:45 UTC before the change it measures.
+    # Library: author_of, publication_year, copies_available, books_by, loan_due_date, difference.
+    _f("library", "en", "fact", "How many copies of Neuromancer can I borrow right now?", (4,),
+       ("copies_available", {"title": "Neuromancer"})),
+    _f("library", "en", "fact", "Who wrote Beloved?", ("Toni Morrison",),
+       ("author_of", {"title": "Beloved"})),
+    _f("library", "en", "facts", "In which years were Emma and Persuasion first published?",
+       (1815, 1817), ("publication_year", {"title": "Emma"}),
+       ("publication_year", {"title": "Persuasion"})),
+    _f("library", "en", "which", "Which book is older, Dune or Neuromancer?", ("Dune",),
+       ("publication_year", {"title": "Dune"}), ("publication_year", {"title": "Neuromancer"}),
+       losers=("Neuromancer",)),
+    _f("library", "en", "compare", "How many years after The Hobbit was Dune published?", (28,),
+       ("publication_year", {"title": "The Hobbit"}), ("publication_year", {"title": "Dune"}),
+       _DIFF),
+    _f("library", "en", "compare", "How many more copies of Emma than of Beloved are available?",
+       (3,), ("copies_available", {"title": "Emma"}), ("copies_available", {"title": "Beloved"}),
+       _DIFF),
+    _f("library", "en", "chain", "When was the book by Toni Morrison first published?", (1987,),
+       ("books_by", {"author": "Toni Morrison"}),
+       ("publication_year", {"title": Ref("books_by")})),
+    _f("library", "en", "missing", "Who wrote The Silmarillion?", (),
+       ("author_of", {"title": "The Silmarillion"})),
+    _f("library", "en", "failed", "When is my loan L-399 due?", (),
+       ("loan_due_date", {"loan_id": "L-399"})),
+    _f("library", "en", "missing", "Which books by Ursula K. Le Guin do you have?", (),
+       ("books_by", {"author": "Ursula K. Le Guin"})),
+    _f("library", "de", "fact", "Wie viele Exemplare von Emma kann ich gerade ausleihen?", (5,),
+       ("copies_available", {"title": "Emma"})),
+    _f("library", "de", "which", "Welches Buch ist neuer, Emma oder Beloved?", ("Beloved",),
+       ("publication_year", {"title": "Emma"}), ("publication_year", {"title": "Beloved"}),
+       losers=("Emma",)),
+    _f("library", "es", "fact", "¿Cuándo tengo que devolver el préstamo L-301?", ("2026-12-05",),
+       ("loan_due_date", {"loan_id": "L-301"})),
+    # Transit: travel_minutes, zones_between, fare, next_departure, line_status, add_minutes,
+    # calculator.
+    _f("transit", "en", "fact", "How long does the ride from Central to Airport take?", (24,),
+       ("travel_minutes", {"origin": "Central", "destination": "Airport"})),
+    _f("transit", "en", "fact", "When does the next U2 leave Central after 07:25?", ("07:35",),
+       ("next_departure", {"stop": "Central", "line": "U2", "after": "07:25"})),
+    _f("transit", "en", "facts", "What is the status of lines S1 and T4?", (10, "on time"),
+       ("line_status", {"line": "S1"}), ("line_status", {"line": "T4"})),
+    _f("transit", "en", "which",
+       "Which ride is shorter, Central to Harbour or Central to University?", ("Harbour",),
+       ("travel_minutes", {"origin": "Central", "destination": "Harbour"}),
+       ("travel_minutes", {"origin": "Central", "destination": "University"}),
+       losers=("University",)),
+    _f("transit", "en", "compare",
+       "How many minutes longer is the ride from Harbour to Airport than from Central to Airport?",
+       (7,), ("travel_minutes", {"origin": "Harbour", "destination": "Airport"}),
+       ("travel_minutes", {"origin": "Central", "destination": "Airport"}), _CALC),
+    _f("transit", "en", "chain", "How much is a single ticket from Central to Airport?", (4.2,),
+       ("zones_between", {"origin": "Central", "destination": "Airport"}),
+       ("fare", {"zones": Ref("zones_between")})),
+    _f("transit", "en", "chain",
+       "If I leave Central at 07:42, at what time do I arrive at Airport?", ("08:06",),
+       ("travel_minutes", {"origin": "Central", "destination": "Airport"}),
+       ("add_minutes", {"time": "07:42", "minutes": Ref("travel_minutes")})),
+    _f("transit", "en", "missing", "How long is the ride from Central to Zoo?", (),
+       ("travel_minutes", {"origin": "Central", "destination": "Zoo"})),
+    _f("transit", "en", "failed", "Is line S9 running on time?", (),
+       ("line_status", {"line": "S9"})),
+    _f("transit", "en", "missing", "What is the status of line M7?", (),
+       ("line_status", {"line": "M7"})),
+    _f("transit", "de", "fact", "Wie viele Minuten dauert die Fahrt von University nach Stadium?",
+       (9,), ("travel_minutes", {"origin": "University", "destination": "Stadium"})),
+    _f("transit", "de", "fact", "Was kostet ein Einzelticket für 2 Zonen?", (3.1,),
+       ("fare", {"zones": 2})),
+    _f("transit", "de", "compare",
+       "Wie viel teurer ist ein Ticket für 3 Zonen als eines für 1 Zone?", (1.8,),
+       ("fare", {"zones": 3}), ("fare", {"zones": 1}), _CALC),
+    _f("transit", "fr", "fact", "À quelle heure part le prochain T4 de Harbour après 07:30 ?",
+       ("07:58",), ("next_departure", {"stop": "Harbour", "line": "T4", "after": "07:30"})),
+    # Nutrition: calories, protein, recipe_ingredients, recipe_servings, main_ingredient,
+    # price_per_kg, add, subtract.
+    _f("nutrition", "en", "fact", "How many calories are in 50 g of oats?", (194.5,),
+       ("calories", {"food": "oats", "grams": 50})),
+    _f("nutrition", "en", "fact", "How much protein is in 200 g of chicken breast?", (62,),
+       ("protein", {"food": "chicken breast", "grams": 200})),
+    _f("nutrition", "en", "facts", "How many calories do 100 g of rice and 100 g of lentils have?",
+       (130, 116), ("calories", {"food": "rice", "grams": 100}),
+       ("calories", {"food": "lentils", "grams": 100})),
+    _f("nutrition", "en", "which", "Which has more protein, 100 g of tofu or 100 g of lentils?",
+       ("lentils",), ("protein", {"food": "tofu", "grams": 100}),
+       ("protein", {"food": "lentils", "grams": 100}), losers=("tofu",)),
+    _f("nutrition", "en", "compare",
+       "How many more calories do 30 g of almonds have than 100 g of banana?", (84.7,),
+       ("calories", {"food": "almonds", "grams": 30}),
+       ("calories", {"food": "banana", "grams": 100}), _SUB),
+    _f("nutrition", "en", "compare",
+       "How many calories do 100 g of rice and 150 g of chicken breast have together?", (377.5,),
+       ("calories", {"food": "rice", "grams": 100}),
+       ("calories", {"food": "chicken breast", "grams": 150}), _ADD),
+    _f("nutrition", "en", "facts", "What are the ingredients of dal?",
+       ("lentils", "onion", "turmeric", "garlic"), ("recipe_ingredients", {"recipe": "dal"})),
+    _f("nutrition", "en", "chain",
+       "How many calories are in 100 g of the main ingredient of porridge?", (389,),
+       ("main_ingredient", {"recipe": "porridge"}),
+       ("calories", {"food": Ref("main_ingredient"), "grams": 100})),
+    _f("nutrition", "en", "missing", "How many calories are in 100 g of quinoa?", (),
+       ("calories", {"food": "quinoa", "grams": 100})),
+    _f("nutrition", "en", "failed", "How much does a kilo of almonds cost?", (),
+       ("price_per_kg", {"food": "almonds"})),
+    _f("nutrition", "en", "missing", "What are the ingredients of lasagne?", (),
+       ("recipe_ingredients", {"recipe": "lasagne"})),
+    _f("nutrition", "es", "fact", "¿Cuántas calorías tienen 200 g de tofu?", (152,),
+       ("calories", {"food": "tofu", "grams": 200})),
+    _f("nutrition", "es", "which", "¿Qué tiene más calorías, 100 g de banana o 100 g de tofu?",
+       ("banana",), ("calories", {"food": "banana", "grams": 100}),
+       ("calories", {"food": "tofu", "grams": 100}), losers=("tofu",)),
+    _f("nutrition", "it", "fact", "Quante porzioni fa la ricetta del dal?", (4,),
+       ("recipe_servings", {"recipe": "dal"})),
 )  # fmt: skip
 
 # ----------------------------------------------------------------------------- judging
@@ -411,13 +533,21 @@ def markdown(outcomes: Sequence[FreshOutcome], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def chosen_sets(spec: str) -> set[str]:
+    """Set names from ``--sets``: set and batch names (``batch6``, ``batch7``)."""
+    out: set[str] = set()
+    for name in spec.split(","):
+        out.update(BATCHES.get(name, (name,)))
+    return out
+
+
 async def main_async(args: argparse.Namespace) -> int:
     """Run the chosen questions on the configured model; print and save the results."""
     import os
 
     from llm_compiler.models.resolve import resolve_llm
 
-    chosen = [q for q in QUESTIONS if args.sets == "all" or q.set in args.sets.split(",")]
+    chosen = [q for q in QUESTIONS if args.sets == "all" or q.set in chosen_sets(args.sets)]
     resolved = resolve_llm()
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -437,7 +567,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m evals.fresh``."""
     p = argparse.ArgumentParser(prog="python -m evals.fresh", description=__doc__)
     p.add_argument(
-        "--sets", default="all", help="all, or comma-separated: travel,shop,calendar,demo,stocks"
+        "--sets",
+        default="all",
+        help="all, or comma-separated: travel,shop,calendar,demo,stocks (batch6), "
+        "library,transit,nutrition (batch7)",
     )
     p.add_argument("--out", type=Path, default=RESULTS_DIR / "fresh.json")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per question")

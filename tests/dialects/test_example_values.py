@@ -1,16 +1,21 @@
-"""Generated few-shot examples give the two parameters of a pair two plausible values."""
+"""Generated few-shot examples show shapes: declared values or placeholders named after
+each parameter, a pair of parameters two different ones."""
 
 from __future__ import annotations
 
 import re
+from typing import Annotated, Literal
 
 import pytest
 from llama_index.core.tools import FunctionTool
+from pydantic import Field
 
 from llm_compiler.dialects.llmcompiler.examples import own_tools_example
 
+Code = Literal["EUR", "USD", "JPY"]
 
-def convert_currency(amount: float, from_currency: str, to_currency: str) -> float:
+
+def convert_currency(amount: float, from_currency: Code, to_currency: Code) -> float:
     """Convert an amount between currencies."""
     return amount
 
@@ -51,7 +56,7 @@ def _calls(plan: str, tool: str) -> list[dict[str, str]]:
 )
 def test_paired_parameters_get_distinct_values(fn, first, second):
     tools = [FunctionTool.from_defaults(stock_price), FunctionTool.from_defaults(fn)]
-    plan = own_tools_example(tools, lenient=True)
+    plan = own_tools_example(tools)
     calls = _calls(plan, fn.__name__)
     assert calls, plan
     for call in calls:
@@ -61,10 +66,22 @@ def test_paired_parameters_get_distinct_values(fn, first, second):
 def test_ranges_run_forward_in_both_parallel_calls():
     plan = own_tools_example([FunctionTool.from_defaults(days_between)])
     calls = _calls(plan, "days_between")
-    assert len(calls) == 2
-    assert all(c["start"] < c["end"] for c in calls), plan
-    assert calls[0] != calls[1]
-    numbers = _calls(
-        own_tools_example([FunctionTool.from_defaults(random_int)], lenient=True), "random_int"
-    )
+    assert len(calls) == 2 and calls[0] != calls[1]
+    numbers = _calls(own_tools_example([FunctionTool.from_defaults(random_int)]), "random_int")
     assert all(int(c["min_value"]) < int(c["max_value"]) for c in numbers)
+
+
+def test_values_are_declared_or_named_after_the_parameter_never_a_list_of_words():
+    def fahrt(haltestelle: Annotated[str, Field(examples=["Hauptbahnhof", "Messe"])]) -> int:
+        """Fahrzeit."""
+        return 0
+
+    def weather(city: str) -> float:
+        """Weather."""
+        return 0.0
+
+    plan = own_tools_example([FunctionTool.from_defaults(fahrt)])
+    assert 'fahrt(haltestelle="Hauptbahnhof")' in plan and 'haltestelle="Messe"' in plan
+    plan = own_tools_example([FunctionTool.from_defaults(weather)])
+    assert 'weather(city="city 1")' in plan and 'weather(city="city 2")' in plan
+    assert "Paris" not in plan

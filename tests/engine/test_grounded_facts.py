@@ -16,7 +16,7 @@ from llm_compiler.dialects.base import PlannerContext
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.plan import END_OF_PLAN
 from llm_compiler.testing import ScriptedLLM
-from llm_compiler.tools import NotFound
+from llm_compiler.tools import Expression, NotFound
 from llm_compiler.tools.adapt import to_tool
 from llm_compiler.tools.policy import policy
 
@@ -41,7 +41,7 @@ def convert_currency(amount: float, currency: str) -> float:
     return round(amount * 0.92, 2)
 
 
-def calculator(expression: str) -> float:
+def calculator(expression: Expression) -> float:
     """Evaluate an arithmetic expression such as "8 + 3 * 10"."""
     left, op, right = expression.split()
     a, b = float(left), float(right)
@@ -188,10 +188,24 @@ async def test_a_rejected_call_is_not_planned_again():
 # ------------------------------------------------------------ answers
 
 
-async def test_a_which_question_names_the_highest():
+async def test_a_which_question_names_the_larger_and_by_how_much():
     wf, _ = workflow([diameter], plan('diameter("Mars")', 'diameter("Venus")'))
     output = await wf.run(user_msg="Which planet is bigger, Mars or Venus?")
-    assert "highest: Venus" in str(output)
+    assert "Venus (12,104) is 5325 more than Mars (6779)" in str(output)
+
+
+def people(country: str) -> int:
+    """How many people live in a country."""
+    return {"Nigeria": 203_000_000, "Brazil": 223_000_000}[country]
+
+
+async def test_a_difference_says_which_is_larger_never_a_negative_number():
+    lines = ('people("Nigeria")', 'people("Brazil")', 'calculator("$1 - $2")')
+    wf, _ = workflow([people, calculator], plan(*lines))
+    output = str(await wf.run(user_msg="Which has more people, Nigeria or Brazil?"))
+    assert "223,000,000 (Brazil) - 203,000,000 (Nigeria) = 20,000,000" in output
+    assert "Brazil (223,000,000) is 20,000,000 more than Nigeria (203,000,000)" in output
+    assert "-20,000,000" not in output
 
 
 async def test_each_value_says_which_call_it_came_from():

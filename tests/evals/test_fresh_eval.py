@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from evals import fresh_tools as ft
-from evals.fresh import QUESTIONS, Fresh, covered, judge, markdown, run_fresh
+from evals import fresh_tools7 as f7
+from evals.fresh import QUESTIONS, Fresh, chosen_sets, covered, judge, markdown, run_fresh
 from evals.own_tools import Ref
 from llm_compiler.testing import LLMCall, ScriptedLLM
 
@@ -33,8 +34,28 @@ async def test_the_tools_answer_from_fixed_data_and_fail_in_their_own_words():
         await ft.meetings("2026-12-24")
 
 
+async def test_batch_seven_tools_answer_from_fixed_data_and_fail_in_their_own_words():
+    assert f7.publication_year(f7.books_by("Toni Morrison")[0]) == 1987
+    assert await f7.copies_available("Zen") == "Sorry, Zen is not in our catalogue."
+    assert f7.fare(f7.zones_between("Central", "Airport")) == 4.2
+    assert f7.add_minutes("07:42", f7.travel_minutes("Airport", "Central") or 0) == "08:06"
+    assert f7.travel_minutes("Central", "Zoo") is None
+    assert await f7.line_status("M7") == "Unknown line: M7."
+    assert f7.calories(f7.main_ingredient("porridge"), 100) == 389.0
+    assert f7.recipe_ingredients("lasagne") == []
+    with pytest.raises(LookupError, match="No book titled"):
+        f7.author_of("The Silmarillion")
+    with pytest.raises(ConnectionError):
+        await f7.loan_due_date("L-399")
+    with pytest.raises(TimeoutError):
+        await f7.line_status("S9")
+    with pytest.raises(ConnectionError, match="503"):
+        await f7.price_per_kg("almonds")
+
+
 def test_the_sets_are_large_enough_and_in_several_languages():
-    for name in ("travel", "shop", "calendar"):
+    assert chosen_sets("batch7,demo") == {"library", "transit", "nutrition", "demo"}
+    for name in ("travel", "shop", "calendar", "library", "transit", "nutrition"):
         mine = [q for q in QUESTIONS if q.set == name]
         assert len(mine) >= 10
         assert len({q.lang for q in mine}) >= 2

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from llm_compiler.tools.policy import with_policy
 from llm_compiler.tools.results import NotFound
+from llm_compiler.tools.spec import Expression
 
 ENCYCLOPEDIA_PATH = Path(__file__).with_name("encyclopedia.json")
 LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "0.3"))
@@ -53,7 +54,7 @@ _CONSTANTS = {"pi": math.pi, "e": math.e}
 _MAX_EXPONENT = 1000
 
 
-def calculator(expression: str) -> float:
+def calculator(expression: Expression) -> float:
     """Evaluate an arithmetic expression and return the number.
 
     Supports numbers, + - * / // % ** and parentheses, pi, e and the functions

@@ -18,14 +18,14 @@ structure only (no word of any language is listed here):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from llm_compiler.dialects.grammar import Writable
 from llm_compiler.dialects.plan_lines import parse_task_line
 from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
 from llm_compiler.tools.results import REJECTED_CALL, NotFound
-from llm_compiler.tools.spec import tool_specs
+from llm_compiler.tools.spec import ARITHMETIC, tool_specs
 
 _CAP = r"[^\W\d_a-z][\w-]*"
 _NAME = re.compile(rf"(?<![\w-]){_CAP}(?:[ \t]+{_CAP})*")
@@ -64,6 +64,21 @@ def names(texts: Iterable[str], limit: int = MAX_NAMES, *, starts: bool = True) 
                     found[" ".join(words[i:j])] = None
     ordered = sorted(found, key=lambda n: (-len(n.split()), -len(n)))
     return ordered[:limit]
+
+
+def name_runs(text: str) -> list[tuple[int, int]]:
+    """Where `text`'s runs of capitalized words are, as (start, end): each run whole,
+    less a first word that starts a sentence."""
+    out = []
+    for match in _NAME.finditer(text):
+        start = match.start()
+        if _starts_sentence(text, start):
+            rest = re.match(r"\S+[ \t]+", text[start : match.end()])
+            if rest is None:
+                continue
+            start += rest.end()
+        out.append((start, match.end()))
+    return out
 
 
 def _starts_sentence(text: str, i: int) -> bool:
@@ -375,22 +390,18 @@ def answer_values(context: PromptContext) -> tuple[list[str], list[str]]:
     return numbers, number_forms(found) + names(found)
 
 
-#: Words of a tool's name or first parameter that make it a calculator.
-_COMPUTE_WORDS = ("calc", "math", "arithmetic", "expr", "formula", "equation")
-
-
 def compute_tool(tools: Sequence[Any]) -> str | None:
-    """The name of the tool that computes expressions (a calculator), if there is one.
-
-    One that takes one required string, an expression, and calls itself or it so
-    (``calculator(expression)``, ``math(expr)``): ``geometry.calculate_area(base,
-    height)`` computes, but not the comparisons of any question.
+    """The name of the first tool that computes expressions (a calculator), if any: one
+    whose one required parameter declares the ``arithmetic`` format
+    (:data:`~llm_compiler.tools.spec.Expression`; ``{"type": "string", "format":
+    "arithmetic"}`` in a JSON schema). Its name and description do not make it one.
     """
     for spec in tool_specs(tools):
         required = [p for p in spec.params if p.required]
-        if not spec.call_form or len(required) != 1:
-            continue
-        words = f"{spec.name} {required[0].name}".lower()
-        if required[0].schema.get("type") == "string" and any(w in words for w in _COMPUTE_WORDS):
+        if spec.call_form and len(required) == 1 and _computes(required[0].schema):
             return spec.name
     return None
+
+
+def _computes(schema: Mapping[str, Any]) -> bool:
+    return schema.get("type") == "string" and schema.get("format") == ARITHMETIC

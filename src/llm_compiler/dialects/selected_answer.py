@@ -160,32 +160,105 @@ def answer_parts(context: PromptContext) -> list[Part]:
         if key not in seen:
             seen.add(key)
             parts.append(part)
-    return parts + _extremes([ok[i] for i in sorted(shown)])
+    shown_tasks = [ok[i] for i in sorted(shown)]
+    labels = _operand_labels(shown_tasks, parts)
+    return [_right_way_round(p, labels) for p in parts] + _extremes(shown_tasks)
 
 
 def _extremes(tasks: Sequence[_Task]) -> list[Part]:
-    """``highest: Venus (12,104); lowest: Mars (6,779)`` when two or more numbers of one
-    tool differ in one literal argument only (the things a "which" compares); none
-    else. Every number in it is a result shown before."""
-    groups: dict[tuple[str, int], list[tuple[float, str, str]]] = {}
-    for task in tasks:
-        text = (task.record.observation or "").strip()
-        values = [*task.args, *task.kwargs.values()]
-        if task.deps or not _NUMBER.fullmatch(text):
-            continue
-        for k, value in enumerate(values):
-            if isinstance(value, str):
-                rest = tuple(repr(v) for n, v in enumerate(values) if n != k)
-                key = (task.record.tool + repr(rest), k)
-                groups.setdefault(key, []).append((float(text), value, number_text(text)))
+    """How the numbers of one tool's calls compare (the things a "which" compares): for
+    two, ``Venus (12,104) is 5325 more than Mars (6779)``; for more, ``highest: ...;
+    lowest: ...``; each labelled by the arguments its call does not share with the
+    others. Every number in it is a result shown before, or the difference of two."""
     out = []
-    for found in groups.values():
-        if len({v for v, _, _ in found}) < 2 or len({s for _, s, _ in found}) < len(found):
+    for found in _comparable(tasks):
+        if len({v for v, _, _ in found}) < 2:
             continue
         high, low = max(found), min(found)
-        text = f"highest: {high[1]} ({high[2]}); lowest: {low[1]} ({low[2]})"
+        if len(found) == 2:
+            gap = number_text(f"{high[0] - low[0]:.10g}")
+            text = f"{high[1]} ({high[2]}) is {gap} more than {low[1]} ({low[2]})"
+        else:
+            text = f"highest: {high[1]} ({high[2]}); lowest: {low[1]} ({low[2]})"
         out.append(Part(-1, "", (text,)))
     return out[:1]
+
+
+def _comparable(tasks: Sequence[_Task]) -> list[list[tuple[float, str, str]]]:
+    """The number results of one tool's calls with literal arguments, by tool: each as
+    (value, the arguments its call does not share with the others, the number as
+    shown); groups of two or more different calls only. A number is a result that is
+    one number, or the one number of a text whose other characters are those of the
+    group's other texts (``Height: 4,806 m`` beside ``Height: 4,478 m``)."""
+    groups: dict[str, list[tuple[list[Any], tuple[float, str, str]]]] = {}
+    for task in tasks:
+        found = _one_number((task.record.observation or "").strip())
+        if task.deps or found is None:
+            continue
+        values = [*task.args, *task.kwargs.values()]
+        groups.setdefault(task.record.tool + "\0" + found[1], []).append((values, found))
+    out = []
+    for members in groups.values():
+        calls = [values for values, _ in members]
+        if len(members) < 2 or len({len(c) for c in calls}) > 1:
+            continue
+        differ = [k for k in range(len(calls[0])) if len({repr(c[k]) for c in calls}) > 1]
+        labels = [", ".join(_show(c[k]) for k in differ) for c in calls]
+        if differ and len(set(labels)) == len(labels):
+            out.append([(f[0], label, f[2]) for (_, f), label in zip(members, labels, strict=True)])
+    return out
+
+
+_WRITTEN_NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?")
+
+
+def _one_number(text: str) -> tuple[float, str, str] | None:
+    """(value, the text with the number left out, the number as shown) of a text that
+    holds exactly one number; None else."""
+    written = _WRITTEN_NUMBER.findall(text)
+    if len(written) != 1 or len(text) > MAX_UNIT_CHARS:
+        return None
+    shown = number_text(written[0].replace(",", ""))
+    template = "" if _NUMBER.fullmatch(text) else _WRITTEN_NUMBER.sub("#", text)
+    return float(written[0].replace(",", "")), template, shown
+
+
+#: ``1912 - 1954``: a calculation that subtracts one number from another.
+_DIFFERENCE = re.compile(
+    rf"\s*\(?\s*({_WRITTEN_NUMBER.pattern})\s*\)?\s*-\s*\(?\s*({_WRITTEN_NUMBER.pattern})\s*\)?\s*"
+)
+
+
+def _right_way_round(part: Part, labels: dict[float, str]) -> Part:
+    """A difference the calculator took the wrong way round (``1912 - 1954 = -42``) as
+    the larger minus the smaller, each operand labelled by the call that returned it:
+    ``1954 (Einstein) - 1912 (Bohr) = 42``. Other parts unchanged."""
+    expression, _, value = part.units[0].rpartition(" = ")
+    match = _DIFFERENCE.fullmatch(expression)
+    if part.label or not match or not value.startswith("-"):
+        return part
+    small, large = match.group(1).replace(",", ""), match.group(2).replace(",", "")
+
+    def shown(number: str) -> str:
+        label = labels.get(float(number))
+        return f"{number_text(number)} ({label})" if label else number_text(number)
+
+    return Part(part.task_id, "", (f"{shown(large)} - {shown(small)} = {value[1:]}",))
+
+
+def _operand_labels(tasks: Sequence[_Task], parts: Sequence[Part]) -> dict[float, str]:
+    """By value, what returned each number result among `tasks`: the argument its call
+    does not share with the other calls of its group (see :func:`_comparable`), else
+    the label of its part."""
+    labels: dict[float, str] = {}
+    for group in _comparable(tasks):
+        labels.update({v: name for v, name, _ in group})
+    by_id = {p.task_id: p.label.rstrip(": ") for p in parts}
+    for task in tasks:
+        one = _one_number((task.record.observation or "").strip())
+        if one and by_id.get(task.record.id):
+            labels.setdefault(one[0], by_id[task.record.id])
+    return labels
 
 
 def _part(

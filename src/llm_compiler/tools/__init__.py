@@ -30,7 +30,7 @@ from llm_compiler.tools.mcp import (
 )
 from llm_compiler.tools.render import action_line, description, signature
 from llm_compiler.tools.results import REJECTED_CALL, NotFound, ToolError, tool_value
-from llm_compiler.tools.spec import parameters, required
+from llm_compiler.tools.spec import ARITHMETIC, Expression, parameters, required
 from llm_compiler.tools.threads import TOOL_THREADS, ToolThreads
 
 
@@ -72,6 +72,8 @@ class ToolSet:
 
 
 __all__ = [
+    "ARITHMETIC",
+    "Expression",
     "MCPConnection",
     "MCPServerError",
     "MCPTool",

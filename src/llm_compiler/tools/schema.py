@@ -141,9 +141,14 @@ def model_from_schema(name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
         info: dict[str, Any] = {"description": prop.get("description")}
         if field_name != pname:
             info["alias"] = pname
+        declared: dict[str, Any] = {}
         if prop.get("enum") and get_origin(annotation) is not Literal:
             # Allowed values a Literal cannot hold still belong in the rendered signature.
-            info["json_schema_extra"] = {"enum": prop["enum"]}
+            declared["enum"] = prop["enum"]
+        if isinstance(prop.get("format"), str):
+            declared["format"] = prop["format"]  # what the author declared (``arithmetic``)
+        if declared:
+            info["json_schema_extra"] = declared
         if pname not in required:
             info["default"] = copy.deepcopy(prop.get("default"))
         fields[field_name] = (annotation, Field(**info))

@@ -7,9 +7,10 @@ import re
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from llama_index.core.tools import BaseTool, FunctionTool
+from pydantic import Field
 
 from llm_compiler.tools import adapt
 
@@ -19,6 +20,14 @@ MAX_DEPTH = 6
 # What parser._CALL accepts as the tool of a `name(...)` line (ASCII only, to be safe).
 _CALL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 ANY: dict[str, Any] = {}
+
+#: The JSON-schema ``format`` of a parameter that takes an arithmetic expression: a tool
+#: that declares it on its one required parameter computes (see :data:`Expression`).
+ARITHMETIC = "arithmetic"
+Expression = Annotated[str, Field(json_schema_extra={"format": ARITHMETIC})]
+"""A parameter type that declares an arithmetic expression (``"(8849 - 8611) / 2"``):
+``def calculator(expression: Expression) -> float``. Under constrained decoding a plan
+writes such an argument from ``$N`` references, observed numbers and operators."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
+from llm_compiler.dialects.coverage import CoveringPlanParser
 from llm_compiler.dialects.grammar import plan_grammar
 from llm_compiler.dialects.grounding import plan_writable, unusable_ids
 from llm_compiler.dialects.json_joiner import JsonJoinerInput, parse_json_decision
@@ -109,8 +110,11 @@ class LLMCompilerDialect:
         return LLMRequest(prompt=inputs.system() + "\nQuestion:")
 
     def plan_parser(self, context: PlannerContext) -> PlanParser:
-        """An incremental parser of this round's plan lines."""
-        return PlanParser(
+        """An incremental parser of this round's plan lines; under constrained decoding a
+        first plan also gets the calls for names the question writes in the same place
+        as a call's argument (:mod:`~llm_compiler.dialects.coverage`)."""
+        return CoveringPlanParser(
+            question=context.prompt.question if context.constrained else "",
             known_ids=context.known_ids,
             taken_ids=context.taken_ids,
             round=context.round,

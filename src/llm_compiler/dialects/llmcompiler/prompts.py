@@ -139,11 +139,7 @@ class PlannerInput:
             source = self.constrained_examples
         own = ""
         if source != "builtin":
-            own = own_tools_example(
-                tools,
-                lenient=not self.context.constrained,
-                chained_only=source in ("mixed", "varied"),
-            )
+            own = own_tools_example(tools, chained_only=source in ("mixed", "varied"))
         if source == "builtin" or not own:
             return PLANNER_EXAMPLES, EXAMPLE_NOTE
         if source == "varied":
