@@ -27,6 +27,7 @@ import json
 import os
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ from benchmarks.systems import check_answer, compiler
 from benchmarks.tools import ToolSpec
 
 RESULTS = Path(__file__).parent / "results"
+ROOT = Path(__file__).parent.parent
+LANGGRAPH_PYTHON = ROOT / ".venv-langgraph" / "bin" / "python"
 
 
 def fanout(n: int, latency: float, model: Any = INSTANT) -> Scenario:
@@ -50,29 +53,131 @@ def fanout(n: int, latency: float, model: Any = INSTANT) -> Scenario:
     )
 
 
-async def cpu_per_task(runs: int) -> dict[str, Any]:
-    """CPU seconds per run of fan-outs of 1 and 50 instant tasks (see the module doc)."""
-    sizes = (1, 50)
-    systems = {n: compiler(fanout(n, 0.0)) for n in sizes}
-    for n, (wf, _, _) in systems.items():
-        await wf.run(user_msg=fanout(n, 0.0).question("warm-up"))
-    cpu: dict[int, list[float]] = {n: [] for n in sizes}
-    for i in range(runs):
-        for n in sizes if i % 2 == 0 else sizes[::-1]:
-            wf, _, log = systems[n]
-            scenario = fanout(n, 0.0)
-            c0 = time.process_time()
-            out = await wf.run(user_msg=scenario.question(i))
-            cpu[n].append(time.process_time() - c0)
-            check_answer(scenario, str(out), "llm-compiler")
-            log.take()
-    one, fifty = statistics.median(cpu[1]), statistics.median(cpu[50])
+@dataclass
+class Sample:
+    """One run's process CPU and wall seconds."""
+
+    cpu: float
+    wall: float
+
+
+class Tutorial:
+    """LangGraph's LLMCompiler tutorial (``benchmarks/langgraph_compiler.py``) in a
+    subprocess of ``.venv-langgraph``, one run per request."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls) -> Tutorial | None:
+        """The subprocess, or None (with the reason printed) without the venv."""
+        if not LANGGRAPH_PYTHON.exists():
+            print("LangGraph tutorial skipped: no .venv-langgraph (make bench-langgraph-venv)")
+            return None
+        proc = await asyncio.create_subprocess_exec(
+            str(LANGGRAPH_PYTHON),
+            "-m",
+            "benchmarks.langgraph_compiler",
+            cwd=ROOT,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        return cls(proc)
+
+    async def run(self, scenario: Scenario, tag: object, latency: float = 0.0) -> Sample:
+        """One run of `scenario`'s plan (keyword arguments: the tutorial's parser reads
+        only ``name=value``); raises unless every result and the answer are right."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        tasks = scenario.round_tasks(0)
+        lines = [f"{t.id}. {t.tool}(query={json.dumps(t.arg)})" for t in tasks]
+        lines.append(f"{len(tasks) + 1}. join()<END_OF_PLAN>")
+        request = {
+            "plan": "\n".join(lines),
+            "answer": scenario.answer(),
+            "question": scenario.title,
+            "tag": tag,
+            "latency": latency,
+        }
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        await self.proc.stdin.drain()
+        line = await self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("benchmarks/langgraph_compiler.py ended; see its error above")
+        reply = json.loads(line)
+        if reply["tasks"] != len(tasks):
+            raise AssertionError(f"LangGraph tutorial: {reply['tasks']} of {len(tasks)} tasks ran")
+        return Sample(reply["cpu_s"], reply["wall_s"])
+
+    async def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        await self.proc.wait()
+
+
+async def ours(wf: Any, scenario: Scenario, tag: object) -> Sample:
+    """One run of the engine, checked."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    out = await wf.run(user_msg=scenario.question(tag))
+    sample = Sample(time.process_time() - c0, time.perf_counter() - t0)
+    check_answer(scenario, str(out), "llm-compiler")
+    return sample
+
+
+def per_task(samples: dict[int, list[Sample]], runs: int) -> dict[str, Any]:
+    """Medians of `samples` (by fan-out size 1 and 50) as CPU per run and per task."""
+    one = statistics.median(s.cpu for s in samples[1])
+    fifty = statistics.median(s.cpu for s in samples[50])
     return {
         "runs": runs,
         "cpu_ms_per_run_1_task": round(one * 1e3, 3),
         "cpu_ms_per_run_50_tasks": round(fifty * 1e3, 3),
         "cpu_ms_per_task": round(fifty / 50 * 1e3, 3),
         "cpu_ms_per_added_task": round((fifty - one) / 49 * 1e3, 3),
+        "wall_ms_per_run_50_tasks": round(statistics.median(s.wall for s in samples[50]) * 1e3, 3),
+    }
+
+
+async def cpu_per_task(runs: int, tutorial: Tutorial | None = None) -> dict[str, Any]:
+    """CPU seconds per run of fan-outs of 1 and 50 instant tasks (see the module doc),
+    ours and, taking turns run by run, the LangGraph tutorial's if given."""
+    sizes = (1, 50)
+    systems = {n: compiler(fanout(n, 0.0)) for n in sizes}
+    for n, (wf, _, _) in systems.items():
+        await wf.run(user_msg=fanout(n, 0.0).question("warm-up"))
+        if tutorial is not None:
+            await tutorial.run(fanout(n, 0.0), "warm-up")
+    samples: dict[str, dict[int, list[Sample]]] = {
+        "ours": {1: [], 50: []},
+        "tutorial": {1: [], 50: []},
+    }
+    for i in range(runs):
+        for n in sizes if i % 2 == 0 else sizes[::-1]:
+            wf, _, log = systems[n]
+            scenario = fanout(n, 0.0)
+            samples["ours"][n].append(await ours(wf, scenario, i))
+            log.take()
+            if tutorial is not None:
+                samples["tutorial"][n].append(await tutorial.run(scenario, i))
+    report = per_task(samples["ours"], runs)
+    if tutorial is not None:
+        report["langgraph_tutorial"] = per_task(samples["tutorial"], runs)
+    return report
+
+
+async def slow_tools(tutorial: Tutorial, runs: int = 3) -> dict[str, Any]:
+    """Wall seconds of an 8-task fan-out of 0.5 s tools under the instant model, ours and
+    the tutorial's, taking turns (its tasks run one after another)."""
+    scenario = fanout(8, 0.5)
+    wf, _, log = compiler(scenario)
+    walls: dict[str, list[float]] = {"ours": [], "tutorial": []}
+    for i in range(runs):
+        walls["ours"].append((await ours(wf, scenario, f"slow-{i}")).wall)
+        log.take()
+        walls["tutorial"].append((await tutorial.run(scenario, f"slow-{i}", 0.5)).wall)
+    return {
+        "tasks": 8,
+        "tool_s": 0.5,
+        **{k: round(statistics.median(v), 3) for k, v in walls.items()},
     }
 
 
@@ -167,9 +272,16 @@ async def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_avg_1_5_15": [round(x, 2) for x in load],
         "cpus": os.cpu_count(),
-        "cpu_per_task": await cpu_per_task(args.runs),
-        "concurrent": await concurrent(args.k, args.batches),
     }
+    tutorial = await Tutorial.start()
+    try:
+        report["cpu_per_task"] = await cpu_per_task(args.runs, tutorial)
+        if tutorial is not None:
+            report["wall_s_fanout_8_tools_0_5s"] = await slow_tools(tutorial)
+    finally:
+        if tutorial is not None:
+            await tutorial.close()
+    report["concurrent"] = await concurrent(args.k, args.batches)
     if args.what_if:
         report["what_if_plain_event_data"] = {
             "classes_changed": plain_event_data(),
