@@ -146,7 +146,7 @@ class Tutorial:
         reply = json.loads(line)
         if reply["tasks"] != len(tasks):
             raise AssertionError(f"LangGraph tutorial: {reply['tasks']} of {len(tasks)} tasks ran")
-        return Sample(reply["cpu_s"], reply["wall_s"])
+        return Sample(reply["cpu_s"], reply["wall_s"], reply["gc_s"])
 
     async def close(self) -> None:
         assert self.proc.stdin is not None

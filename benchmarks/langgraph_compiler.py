@@ -6,7 +6,7 @@ request a line on stdin and answers each with one JSON line on stdout, so the ca
 take turns with its own runs::
 
     {"plan": "1. lookup(query=\\"...\\")\\n...", "answer": "...", "tag": 3, "latency": 0.0}
-    -> {"cpu_s": ..., "wall_s": ..., "tasks": 50, "answer": "..."}
+    -> {"cpu_s": ..., "wall_s": ..., "gc_s": ..., "tasks": 50, "answer": "..."}
 
 The port follows the tutorial (langgraph ``docs/tutorials/llm-compiler``) part by part: the
 planner is ``RunnableBranch(plan | replan prompt) | llm | LLMCompilerPlanParser`` streaming
@@ -30,6 +30,7 @@ given to a thread waits in 0.25 s sleeps. Each reply's ``wall_s`` shows the firs
 from __future__ import annotations
 
 import ast
+import gc
 import itertools
 import json
 import re
@@ -471,9 +472,21 @@ def run_once(request: dict[str, Any]) -> dict[str, Any]:
     """One run of the request's plan; raises if a tool result or the answer is wrong."""
     graph = graph_for(request["plan"], request["answer"], request.get("latency", 0.0))
     question = HumanMessage(content=f"{request.get('question', '')} [run {request['tag']}]")
-    c0, t0 = time.process_time(), time.perf_counter()
-    out = graph.invoke({"messages": [question]}, {"recursion_limit": 100})
-    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    collected = [0.0, 0.0]  # CPU seconds in garbage collections, the last one's start
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collected[1] = time.process_time()
+        else:
+            collected[0] += time.process_time() - collected[1]
+
+    gc.callbacks.append(on_gc)
+    try:
+        c0, t0 = time.process_time(), time.perf_counter()
+        out = graph.invoke({"messages": [question]}, {"recursion_limit": 100})
+        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    finally:
+        gc.callbacks.remove(on_gc)
     results = [m for m in out["messages"] if isinstance(m, FunctionMessage) and m.name != "join"]
     for m in results:
         if m.content != str(lookup_value(m.additional_kwargs["args"]["query"])):
@@ -481,7 +494,13 @@ def run_once(request: dict[str, Any]) -> dict[str, Any]:
     answer = out["messages"][-1].content
     if answer != request["answer"]:
         raise AssertionError(f"answer {answer!r}")
-    return {"cpu_s": cpu, "wall_s": wall, "tasks": len(results), "answer": answer}
+    return {
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "gc_s": collected[0],
+        "tasks": len(results),
+        "answer": answer,
+    }
 
 
 def main() -> int:
