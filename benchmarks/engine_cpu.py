@@ -1,119 +1,331 @@
 """The engine's own CPU per task, and many runs at once in one process.
 
-Usage: ``python -m benchmarks.engine_cpu [--runs N] [--k K] [--profile]``; writes
-``benchmarks/results/engine_cpu.json``.
+Usage: ``python -m benchmarks.engine_cpu [--runs N] [--k K ...] [--batches B] [--profile]
+[--what-if]``; writes ``benchmarks/results/engine_cpu.json``.
 
-* **CPU per task**: a fan-out of 50 instant tools under an instant scripted model, one run
-  at a time on one workflow instance (after a warm-up): the process CPU seconds of a run
-  over its 50 tasks, and the marginal cost per task ``(CPU(50) - CPU(1)) / 49`` (the run's
-  own fixed cost taken out). The median of ``--runs`` runs of each size, taking turns.
-* **K runs at once**: K runs (default 100) of an 8-task fan-out (0.5 s tools, the
-  cloud-like latency model of :mod:`benchmarks.model`) started together on one instance:
-  p50 and p95 latency over the critical path a run would take alone, and CPU per run.
-* ``--profile``: pyinstrument over 20 fan-out-50 runs: self time by function, top 25.
-* ``--what-if``: CPU per task again after giving every workflows event class the plain
-  ``_data`` default the project's own events have (what that upstream change would
-  give; the runtime's per-tick state copies stay).
+* **CPU per task**: a fan-out of 50 instant tools (no two calls alike: the engine runs a
+  call repeated within a plan once) under an instant scripted model, one run at a time
+  (after a warm-up): the process CPU seconds of a run over its 50 tasks, and the
+  marginal cost per task ``(CPU(50) - CPU(1)) / 49`` (the run's fixed cost taken out);
+  medians of ``--runs`` runs of each size. Three systems take turns run by run: the
+  engine; the upstream floor (:mod:`benchmarks.floor`: the engine's step and event
+  topology with empty step bodies, on the same llama-index-workflows runtime); and
+  LangGraph's LLMCompiler tutorial (:mod:`benchmarks.langgraph_compiler`, in
+  ``.venv-langgraph``; skipped without it), whose tasks run one after another, so its
+  wall time on an 8-task fan-out of 0.5 s tools is measured too. Garbage collection's
+  CPU is measured alongside (``gc.callbacks``).
+* **K runs at once** (``--k``, default 50 100 200): K runs of an 8-task fan-out (0.5 s
+  tools, the cloud-like latency model of :mod:`benchmarks.model`) started together on one
+  instance: p50 and p95 latency over the critical path a run would take alone, CPU and
+  garbage collection per run, and the median times of the run's phases; each K in
+  ``--batches`` batches as the process is and as many with its start-up heap frozen
+  (``gc.freeze()``, as ``llm-compiler serve`` does), taking turns; the best of each.
+* ``--profile``: pyinstrument over 20 fan-out-50 runs: self time by owner (our code, the
+  framework API our steps call, the workflows runtime), by package and by function.
+* ``--what-if``: CPU per task of the engine and the floor also with every workflows event
+  class given the plain ``_data`` default the project's own events have, taking turns
+  with the plain runs (what that upstream change would give; the runtime's per-tick
+  state copies stay).
 
 A measurement, not a test: it asserts only that each run answered right. The numbers
-depend on the machine and its load; ``uptime`` is recorded with them.
+depend on the machine and its load; ``os.getloadavg()`` is recorded with them.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.floor import FloorWorkflow
 from benchmarks.model import CLOUD, INSTANT
-from benchmarks.scenarios import Scenario, _lookups
+from benchmarks.scenarios import Scenario, Task
 from benchmarks.systems import check_answer, compiler
 from benchmarks.tools import ToolSpec
 
 RESULTS = Path(__file__).parent / "results"
+ROOT = Path(__file__).parent.parent
+LANGGRAPH_PYTHON = ROOT / ".venv-langgraph" / "bin" / "python"
 
 
 def fanout(n: int, latency: float, model: Any = INSTANT) -> Scenario:
-    """`n` independent lookups of `latency` seconds each."""
+    """`n` independent lookups of `latency` seconds each, no two alike (the engine runs a
+    call repeated within a plan once)."""
     return Scenario(
         f"fanout-{n}",
         f"What are the populations of {n} places?",
         (ToolSpec("lookup", "lookup", latency),),
-        tuple(_lookups(n)),
+        tuple(Task(i, "lookup", f"population of place {i}") for i in range(1, n + 1)),
         model=model,
         max_tasks=max(100, n + 1),
     )
 
 
-async def cpu_per_task(runs: int) -> dict[str, Any]:
-    """CPU seconds per run of fan-outs of 1 and 50 instant tasks (see the module doc)."""
-    sizes = (1, 50)
-    systems = {n: compiler(fanout(n, 0.0)) for n in sizes}
-    for n, (wf, _, _) in systems.items():
-        await wf.run(user_msg=fanout(n, 0.0).question("warm-up"))
-    cpu: dict[int, list[float]] = {n: [] for n in sizes}
-    for i in range(runs):
-        for n in sizes if i % 2 == 0 else sizes[::-1]:
-            wf, _, log = systems[n]
-            scenario = fanout(n, 0.0)
-            c0 = time.process_time()
-            out = await wf.run(user_msg=scenario.question(i))
-            cpu[n].append(time.process_time() - c0)
-            check_answer(scenario, str(out), "llm-compiler")
-            log.take()
-    one, fifty = statistics.median(cpu[1]), statistics.median(cpu[50])
+@dataclass
+class Sample:
+    """One run's process CPU and wall seconds (and the CPU seconds of garbage
+    collections, where measured)."""
+
+    cpu: float
+    wall: float
+    gc: float = 0.0
+
+
+class GcMeter:
+    """CPU seconds spent in garbage collections while it is installed (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.seconds, self.full, self._start = 0.0, 0, 0.0
+
+    def __enter__(self) -> GcMeter:
+        gc.callbacks.append(self._on)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._on)
+
+    def _on(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+            return
+        self.seconds += time.process_time() - self._start
+        self.full += info["generation"] == 2
+
+
+class Tutorial:
+    """LangGraph's LLMCompiler tutorial (``benchmarks/langgraph_compiler.py``) in a
+    subprocess of ``.venv-langgraph``, one run per request."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls) -> Tutorial | None:
+        """The subprocess, or None (with the reason printed) without the venv."""
+        if not LANGGRAPH_PYTHON.exists():
+            print("LangGraph tutorial skipped: no .venv-langgraph (make bench-langgraph-venv)")
+            return None
+        proc = await asyncio.create_subprocess_exec(
+            str(LANGGRAPH_PYTHON),
+            "-m",
+            "benchmarks.langgraph_compiler",
+            cwd=ROOT,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        return cls(proc)
+
+    async def run(self, scenario: Scenario, tag: object, latency: float = 0.0) -> Sample:
+        """One run of `scenario`'s plan (keyword arguments: the tutorial's parser reads
+        only ``name=value``); raises unless every result and the answer are right."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        tasks = scenario.round_tasks(0)
+        lines = [f"{t.id}. {t.tool}(query={json.dumps(t.arg)})" for t in tasks]
+        lines.append(f"{len(tasks) + 1}. join()<END_OF_PLAN>")
+        request = {
+            "plan": "\n".join(lines),
+            "answer": scenario.answer(),
+            "question": scenario.title,
+            "tag": tag,
+            "latency": latency,
+        }
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        await self.proc.stdin.drain()
+        line = await self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("benchmarks/langgraph_compiler.py ended; see its error above")
+        reply = json.loads(line)
+        if reply["tasks"] != len(tasks):
+            raise AssertionError(f"LangGraph tutorial: {reply['tasks']} of {len(tasks)} tasks ran")
+        return Sample(reply["cpu_s"], reply["wall_s"], reply["gc_s"])
+
+    async def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        await self.proc.wait()
+
+
+async def ours(wf: Any, scenario: Scenario, tag: object) -> Sample:
+    """One run of the engine, checked."""
+    with GcMeter() as meter:
+        c0, t0 = time.process_time(), time.perf_counter()
+        out = await wf.run(user_msg=scenario.question(tag))
+        sample = Sample(time.process_time() - c0, time.perf_counter() - t0, meter.seconds)
+    check_answer(scenario, str(out), "llm-compiler")
+    return sample
+
+
+async def floor(wf: FloorWorkflow) -> Sample:
+    """One run of the upstream floor (:mod:`benchmarks.floor`: the engine's step and
+    event topology with empty step bodies, no tokens, no state)."""
+    with GcMeter() as meter:
+        c0, t0 = time.process_time(), time.perf_counter()
+        if await wf.run() != "ok":
+            raise AssertionError("the floor workflow did not finish")
+        return Sample(time.process_time() - c0, time.perf_counter() - t0, meter.seconds)
+
+
+def per_task(samples: dict[int, list[Sample]], runs: int) -> dict[str, Any]:
+    """Medians of `samples` (by fan-out size 1 and 50) as CPU per run and per task."""
+    one = statistics.median(s.cpu for s in samples[1])
+    fifty = statistics.median(s.cpu for s in samples[50])
     return {
         "runs": runs,
         "cpu_ms_per_run_1_task": round(one * 1e3, 3),
         "cpu_ms_per_run_50_tasks": round(fifty * 1e3, 3),
         "cpu_ms_per_task": round(fifty / 50 * 1e3, 3),
         "cpu_ms_per_added_task": round((fifty - one) / 49 * 1e3, 3),
+        "wall_ms_per_run_50_tasks": round(statistics.median(s.wall for s in samples[50]) * 1e3, 3),
+        "gc_ms_per_run_50_tasks": round(statistics.mean(s.gc for s in samples[50]) * 1e3, 3),
+    }
+
+
+async def cpu_per_task(
+    runs: int, tutorial: Tutorial | None = None, what_if: bool = False
+) -> dict[str, Any]:
+    """CPU seconds per run of fan-outs of 1 and 50 instant tasks (see the module doc):
+    ours, the upstream floor and, if given, the LangGraph tutorial's, taking turns run
+    by run; with `what_if`, the engine and the floor under :func:`plain_event_data` too."""
+    sizes = (1, 50)
+    systems = {n: compiler(fanout(n, 0.0)) for n in sizes}
+    floors = {n: FloorWorkflow(n, timeout=300) for n in sizes}
+    for n, (wf, _, _) in systems.items():
+        await wf.run(user_msg=fanout(n, 0.0).question("warm-up"))
+        await floors[n].run()
+        if tutorial is not None:
+            await tutorial.run(fanout(n, 0.0), "warm-up")
+    names = ("ours", "floor", "tutorial", "ours_what_if", "floor_what_if")
+    samples: dict[str, dict[int, list[Sample]]] = {name: {n: [] for n in sizes} for name in names}
+    for i in range(runs):
+        for n in sizes if i % 2 == 0 else sizes[::-1]:
+            wf, _, log = systems[n]
+            scenario = fanout(n, 0.0)
+            for suffix in ("", "_what_if") if what_if else ("",):
+                with plain_event_data() if suffix else nullcontext():
+                    samples["ours" + suffix][n].append(await ours(wf, scenario, f"{i}{suffix}"))
+                    log.take()
+                    samples["floor" + suffix][n].append(await floor(floors[n]))
+            if tutorial is not None:
+                samples["tutorial"][n].append(await tutorial.run(scenario, i))
+    report = per_task(samples["ours"], runs)
+    report["upstream_floor"] = per_task(samples["floor"], runs)
+    if tutorial is not None:
+        report["langgraph_tutorial"] = per_task(samples["tutorial"], runs)
+    if what_if:
+        report["what_if_plain_event_data"] = {
+            "ours": per_task(samples["ours_what_if"], runs),
+            "upstream_floor": per_task(samples["floor_what_if"], runs),
+        }
+    return report
+
+
+async def slow_tools(tutorial: Tutorial, runs: int = 3) -> dict[str, Any]:
+    """Wall seconds of an 8-task fan-out of 0.5 s tools under the instant model, ours and
+    the tutorial's, taking turns (its tasks run one after another)."""
+    scenario = fanout(8, 0.5)
+    wf, _, log = compiler(scenario)
+    walls: dict[str, list[float]] = {"ours": [], "tutorial": []}
+    for i in range(runs):
+        walls["ours"].append((await ours(wf, scenario, f"slow-{i}")).wall)
+        log.take()
+        walls["tutorial"].append((await tutorial.run(scenario, f"slow-{i}", 0.5)).wall)
+    return {
+        "tasks": 8,
+        "tool_s": 0.5,
+        **{k: round(statistics.median(v), 3) for k, v in walls.items()},
+    }
+
+
+def _median_since(stamps: list[float], t0: float) -> float:
+    return round(statistics.median(stamps) - t0, 3)
+
+
+async def batch(system: tuple[Any, Any, Any], scenario: Scenario, k: int, tag: str) -> dict:
+    """One batch of `k` runs of `scenario` at once on `system` (workflow, LLM, tool log):
+    latency over the critical path, p50 and p95; CPU and garbage collection per run; and
+    when, in the median, planner calls started, plans ended, tools finished and joiner
+    calls started (seconds from the batch's start: where the time went)."""
+    wf, llm, log = system
+    bound = scenario.compiler_bound().total
+
+    async def one(i: int) -> float:
+        t0 = time.perf_counter()
+        out = await wf.run(user_msg=scenario.question(f"{tag}-{i}"))
+        check_answer(scenario, str(out), "llm-compiler")
+        return time.perf_counter() - t0
+
+    llm.records.clear()
+    with GcMeter() as meter:
+        c0, t0, epoch = time.process_time(), time.perf_counter(), time.time()
+        lat = sorted(await asyncio.gather(*(one(i) for i in range(k))))
+        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    calls = log.take()
+    by_run: dict[str, list[Any]] = {}
+    for record in llm.records:  # each run's calls in order: its plan, then its join
+        run_tag = record.prompt[record.prompt.rindex("[run ") :].split("]")[0]
+        by_run.setdefault(run_tag, []).append(record)
+    plans = [r[0] for r in by_run.values()]
+    joins = [r[1] for r in by_run.values() if len(r) > 1]
+    return {
+        "p50_x": round(statistics.median(lat) / bound, 3),
+        "p95_x": round(lat[int(0.95 * (len(lat) - 1))] / bound, 3),
+        "wall_s": round(wall, 3),
+        "cpu_ms_per_run": round(cpu / k * 1e3, 2),
+        "gc_ms_per_run": round(meter.seconds / k * 1e3, 2),
+        "full_collections": meter.full,
+        "cpu_over_critical_path": round(cpu / bound, 2),
+        "median_s": {
+            "plan_started": _median_since([r.started for r in plans], epoch),
+            "plan_streamed": _median_since([r.last_token for r in plans], epoch),
+            "tool_finished": _median_since([c.finished for c in calls], epoch),
+            "joiner_started": _median_since([r.started for r in joins], epoch),
+            "run_ended": round(statistics.median(lat), 3),
+        },
     }
 
 
 async def concurrent(k: int, batches: int) -> dict[str, Any]:
-    """K 8-task fan-outs at once (0.5 s tools, cloud-like model): latency over the
-    critical path, p50 and p95, best of `batches` batches by p50."""
+    """K 8-task fan-outs at once (0.5 s tools, cloud-like model), `batches` batches as
+    the process is and as many with its start-up heap frozen (``gc.freeze()``, as
+    ``llm-compiler serve`` does), taking turns: the best batch of each by p50 (see
+    :func:`batch`), and every batch's p50."""
     scenario = fanout(8, 0.5, CLOUD)
-    wf, _, log = compiler(scenario)
-    await wf.run(user_msg=scenario.question("warm-up"))
-    log.take()
-    bound = scenario.compiler_bound().total
-    rows = []
+    system = compiler(scenario)
+    await system[0].run(user_msg=scenario.question("warm-up"))
+    system[2].take()
+    rows: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
     for b in range(batches):
-
-        async def one(i: int, b: int = b) -> float:
-            t0 = time.perf_counter()
-            out = await wf.run(user_msg=scenario.question(f"{b}-{i}"))
-            check_answer(scenario, str(out), "llm-compiler")
-            return time.perf_counter() - t0
-
-        c0, t0 = time.process_time(), time.perf_counter()
-        lat = sorted(await asyncio.gather(*(one(i) for i in range(k))))
-        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
-        log.take()
-        rows.append(
-            {
-                "p50_x": round(statistics.median(lat) / bound, 3),
-                "p95_x": round(lat[int(0.95 * (len(lat) - 1))] / bound, 3),
-                "wall_s": round(wall, 3),
-                "cpu_ms_per_run": round(cpu / k * 1e3, 2),
-            }
-        )
-    best = min(rows, key=lambda r: r["p50_x"])
-    return {"k": k, "critical_path_s": round(bound, 3), "batches": rows, **best}
+        for frozen in (False, True) if b % 2 == 0 else (True, False):
+            gc.collect()
+            if frozen:
+                gc.freeze()
+            try:
+                rows[frozen].append(await batch(system, scenario, k, f"{b}-{frozen}"))
+            finally:
+                gc.unfreeze()
+    bound = scenario.compiler_bound()
+    alone = {"plan_streamed": round(bound.plan_done or 0.0, 3), "run_ended": round(bound.total, 3)}
+    report: dict[str, Any] = {"k": k, "critical_path_s": round(bound.total, 3), "alone_s": alone}
+    for frozen, name in ((False, "as_is"), (True, "start_up_heap_frozen")):
+        best = min(rows[frozen], key=lambda r: r["p50_x"])
+        report[name] = {**best, "every_p50_x": [r["p50_x"] for r in rows[frozen]]}
+    return report
 
 
 async def profile(runs: int = 20) -> str:
     """pyinstrument over `runs` fan-out-50 runs: the top 25 functions by self time."""
     from pyinstrument import Profiler
 
-    from benchmarks.profile import self_times
+    from benchmarks.profile import owner_times, self_times
 
     scenario = fanout(50, 0.0)
     wf, _, _ = compiler(scenario)
@@ -129,35 +341,45 @@ async def profile(runs: int = 20) -> str:
     assert root is not None
     groups, funcs = self_times(root)
     total = sum(funcs.values()) or 1.0
-    lines = [f"{s / total:6.1%}  {name}" for name, s in sorted(groups.items(), key=lambda x: -x[1])]
+    owners = sorted(owner_times(root).items(), key=lambda x: -x[1])
+    lines = [f"{s / total:6.1%}  {name}" for name, s in owners] + [""]
+    lines += [
+        f"{s / total:6.1%}  {name}" for name, s in sorted(groups.items(), key=lambda x: -x[1])
+    ]
     lines.append("")
     top = sorted(funcs.items(), key=lambda x: -x[1])[:25]
     lines += [f"{s / total:6.1%}  {name}" for name, s in top]
     return "\n".join(lines)
 
 
-def plain_event_data() -> int:
-    """Give every loaded workflows ``Event`` class a plain ``_data`` default instead of
-    ``default_factory=dict`` (measurement only: the what-if of an upstream change).
-    Returns how many classes changed."""
+@contextmanager
+def plain_event_data() -> Iterator[int]:
+    """While open, every loaded workflows ``Event`` class has a plain ``_data`` default
+    instead of ``default_factory=dict`` (measurement only: the what-if of an upstream
+    change; pydantic < 2.14 inspects a default factory's signature on every
+    construction). Yields how many classes changed; restores them on exit."""
     from pydantic import PrivateAttr
     from workflows.events import Event
 
-    changed, todo = 0, [Event]
+    changed, todo = [], [Event]
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
         attr = cls.__private_attributes__.get("_data")
         if attr is not None and attr.default_factory is not None:
+            changed.append((cls, attr))
             cls.__private_attributes__["_data"] = PrivateAttr(default={})  # type: ignore[assignment]
-            changed += 1
-    return changed
+    try:
+        yield len(changed)
+    finally:
+        for cls, attr in changed:
+            cls.__private_attributes__["_data"] = attr
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--k", type=int, default=100)
+    parser.add_argument("--k", type=int, nargs="+", default=[50, 100, 200])
     parser.add_argument("--batches", type=int, default=2)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--what-if", action="store_true")
@@ -167,14 +389,17 @@ async def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_avg_1_5_15": [round(x, 2) for x in load],
         "cpus": os.cpu_count(),
-        "cpu_per_task": await cpu_per_task(args.runs),
-        "concurrent": await concurrent(args.k, args.batches),
     }
-    if args.what_if:
-        report["what_if_plain_event_data"] = {
-            "classes_changed": plain_event_data(),
-            **(await cpu_per_task(args.runs)),
-        }
+    tutorial = await Tutorial.start()
+    try:
+        report["cpu_per_task"] = await cpu_per_task(args.runs, tutorial, args.what_if)
+        if tutorial is not None:
+            report["wall_s_fanout_8_tools_0_5s"] = await slow_tools(tutorial)
+    finally:
+        if tutorial is not None:
+            await tutorial.close()
+    report["concurrent"] = [await concurrent(k, args.batches) for k in args.k]
+    report["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=2))
     if args.profile:
         print(await profile())

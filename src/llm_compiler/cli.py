@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib
 import json
 import logging
@@ -134,7 +135,15 @@ async def _tool_options(
 
 
 async def run_server(args: argparse.Namespace) -> None:
-    """Build the app for `args` and serve it until interrupted."""
+    """Build the app for `args` and serve it until interrupted.
+
+    What start-up loaded (the libraries, some hundred thousand objects) is frozen out of
+    the garbage collector's reach first (``gc.freeze()``): a full collection under load
+    then walks only what the runs allocate (with 100 runs at once, about half the time
+    those collections took; see the Performance page).
+    """
+    gc.collect()
+    gc.freeze()
     if args.prices:  # checked now; every workflow built below reads it (see tracing.prices)
         load_prices(args.prices)
         os.environ[PRICES_ENV] = args.prices

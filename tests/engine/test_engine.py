@@ -624,3 +624,25 @@ async def test_a_text_result_with_commas_stays_one_argument():
     wf = LLMCompilerWorkflow(tools=[pair, echo], llm=ScriptedLLM([plan, FINISH.format("x")]))
     await wf.run(user_msg="q")
     assert seen == ["3, 4"]
+
+
+async def test_a_run_makes_its_memory_on_the_loop_once_the_tokenizer_is_loaded(monkeypatch):
+    """The first memory is made in a thread (its tokenizer reads a file); once the
+    tokenizer is loaded a run hops to no thread for it (a hop costs more than the work)."""
+    from llama_index.core.utils import get_tokenizer
+
+    from llm_compiler.engine import workflow as module
+
+    get_tokenizer()
+    hops = []
+
+    async def to_thread(fn, /, *args, **kwargs):
+        made = fn(*args, **kwargs)
+        hops.append(type(made))
+        return made
+
+    monkeypatch.setattr(module.asyncio, "to_thread", to_thread)  # every module's
+    llm = ScriptedLLM(['1. search("a")\n2. join()', FINISH.format("the answer")])
+    out = await LLMCompilerWorkflow(tools=[search], llm=llm).run(user_msg="now")
+    assert str(out) == "the answer"
+    assert ChatMemoryBuffer not in hops

@@ -25,6 +25,27 @@ def test_defaults_bind_loopback_on_8000_with_a_memory_store():
     assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
 
 
+def test_serve_freezes_the_start_up_heap_before_serving(monkeypatch):
+    """A full collection under load walks only what runs allocate, not the libraries."""
+    import asyncio
+    import gc
+
+    from llm_compiler import cli
+
+    seen: list[int] = []
+
+    async def fake_serve(args: object) -> None:
+        seen.append(gc.get_freeze_count())
+
+    monkeypatch.setattr(cli, "_serve", fake_serve)
+    gc.unfreeze()
+    try:
+        asyncio.run(cli.run_server(parse(["serve"], environ={})))
+    finally:
+        gc.unfreeze()
+    assert seen and seen[0] > 10_000
+
+
 def test_a_factory_is_served_as_compiler():
     workflows = load_workflows("tests.serving.cli_app:make")
     assert list(workflows) == ["compiler"]

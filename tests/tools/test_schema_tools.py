@@ -9,7 +9,15 @@ from llm_compiler import ConfigurationError, LLMCompilerWorkflow
 from llm_compiler.dialects.llmcompiler.prompts import render_actions
 from llm_compiler.plan import PlanTask
 from llm_compiler.testing import ScriptedLLM
-from llm_compiler.tools import bind, call_tool, parameters, required, signature, validate_arguments
+from llm_compiler.tools import (
+    bind,
+    call_tool,
+    parameters,
+    required,
+    signature,
+    to_tool,
+    validate_arguments,
+)
 from llm_compiler.tools.schema import (
     SchemaTool,
     normalize_schema,
@@ -299,3 +307,30 @@ def test_enums_of_objects_and_untyped_values_accept_any_value():
         "free": [1, "x"],
     }
     assert signature(tool) == 'pick(choice: {"a": 1} | {"b": 2} = None, free = None)'
+
+
+def test_a_signature_is_built_once_per_schema_and_name(monkeypatch):
+    """Every planner prompt shows each tool's signature: the JSON schema behind it is
+    built once per schema and name, and a renamed tool gets its own line."""
+
+    def scale(value: float, factor: float = 2.0) -> float:
+        """Scale a number."""
+        return value * factor
+
+    tool = to_tool(scale)
+    schema = tool.metadata.fn_schema
+    assert schema is not None
+    built = []
+    original = schema.model_json_schema
+
+    def counted(*args, **kwargs):
+        built.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(schema, "model_json_schema", counted)
+    first = signature(tool)
+    assert signature(tool) == first == "scale(value: float, factor: float = 2.0)"
+    assert len(built) == 1
+    renamed = FunctionTool.from_defaults(fn=scale, name="resize", fn_schema=schema)
+    assert signature(renamed) == "resize(value: float, factor: float = 2.0)"
+    assert len(built) == 2

@@ -117,7 +117,7 @@ from llm_compiler.tracing.metrics import (
     record_verdict,
 )
 from llm_compiler.tracing.spans import Active
-from llm_compiler.tracing.usage import LLMCallUsage
+from llm_compiler.tracing.usage import LLMCallUsage, tokenizer_loaded
 
 __all__ = ["MAX_PARALLEL_TOOLS", "LLMCompilerWorkflow"]
 
@@ -459,9 +459,9 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
             raise ConfigurationError("run() needs a non-empty user_msg.")
         memory = ev.memory if ev.memory is not None else state.memory
         if memory is None:  # its tokenizer loads from disk the first time: not on the loop
-            memory = await asyncio.to_thread(
-                ChatMemoryBuffer.from_defaults, chat_history=list(state.transcript)
-            )
+            history = list(state.transcript)
+            new_memory = partial(ChatMemoryBuffer.from_defaults, chat_history=history)
+            memory = new_memory() if tokenizer_loaded() else await asyncio.to_thread(new_memory)
         if ev.chat_history is not None:
             await memory.aset(list(ev.chat_history))
         history = await memory.aget()

@@ -94,6 +94,12 @@ def reported_counts(usage: Any) -> tuple[int, int, int] | None:
     return prompt, completion, cached if isinstance(cached, int) else 0
 
 
+def tokenizer_loaded() -> bool:
+    """Whether llama-index's global tokenizer is loaded (its first load reads a file, so
+    the first use belongs in a thread; later ones take microseconds)."""
+    return llama_index.core.global_tokenizer is not None
+
+
 def count_tokens(text: str, tokenizer: Callable[[str], list[Any]] | None = None) -> int:
     """Tokens in `text` by `tokenizer` (default: llama-index's global tokenizer)."""
     if not text:
@@ -140,8 +146,7 @@ async def measure_call(
             return count_tokens(prompt_text), count_tokens(reply)
 
         # Counting is quick once the tokenizer is loaded; the load reads a file: a thread.
-        loaded = llama_index.core.global_tokenizer is not None
-        prompt, completion = count() if loaded else await asyncio.to_thread(count)
+        prompt, completion = count() if tokenizer_loaded() else await asyncio.to_thread(count)
     return LLMCallUsage(
         phase=phase,
         round=round,
