@@ -1,7 +1,7 @@
 """The engine's own CPU per task, and many runs at once in one process.
 
 Usage: ``python -m benchmarks.engine_cpu [--runs N] [--k K ...] [--batches B] [--profile]
-[--what-if]``; writes ``benchmarks/results/engine_cpu.json``.
+[--what-if] [--without-tokens]``; writes ``benchmarks/results/engine_cpu.json``.
 
 * **CPU per task**: a fan-out of 50 instant tools (no two calls alike: the engine runs a
   call repeated within a plan once) under an instant scripted model, one run at a time
@@ -18,8 +18,11 @@ Usage: ``python -m benchmarks.engine_cpu [--runs N] [--k K ...] [--batches B] [-
   tools, the cloud-like latency model of :mod:`benchmarks.model`) started together on one
   instance: p50 and p95 latency over the critical path a run would take alone, CPU and
   garbage collection per run, and the median times of the run's phases; each K in
-  ``--batches`` batches as the process is and as many with its start-up heap frozen
-  (``gc.freeze()``, as ``llm-compiler serve`` does), taking turns; the best of each.
+  ``--batches`` batches as the process is, as many with its start-up heap frozen
+  (``gc.freeze()``) and as many as served (``llm-compiler serve``'s collector: frozen,
+  young generation collected less often), taking turns; the best of each. With
+  ``--without-tokens`` also as served with ``stream_tokens=False``: all that fewer
+  token events could save.
 * ``--profile``: pyinstrument over 20 fan-out-50 runs: self time by owner (our code, the
   framework API our steps call, the workflows runtime), by package and by function.
 * ``--what-if``: CPU per task of the engine and the floor also with every workflows event
@@ -51,6 +54,7 @@ from benchmarks.model import CLOUD, INSTANT
 from benchmarks.scenarios import Scenario, Task
 from benchmarks.systems import check_answer, compiler
 from benchmarks.tools import ToolSpec
+from llm_compiler.cli import tune_gc
 
 RESULTS = Path(__file__).parent / "results"
 ROOT = Path(__file__).parent.parent
@@ -293,31 +297,53 @@ async def batch(system: tuple[Any, Any, Any], scenario: Scenario, k: int, tag: s
     }
 
 
-async def concurrent(k: int, batches: int) -> dict[str, Any]:
-    """K 8-task fan-outs at once (0.5 s tools, cloud-like model), `batches` batches as
-    the process is and as many with its start-up heap frozen (``gc.freeze()``, as
-    ``llm-compiler serve`` does), taking turns: the best batch of each by p50 (see
-    :func:`batch`), and every batch's p50."""
+#: The garbage collector's modes a batch of :func:`concurrent` runs under.
+GC_MODES = ("as_is", "start_up_heap_frozen", "as_served")
+
+
+@contextmanager
+def gc_mode(mode: str) -> Iterator[None]:
+    """While open, the collector as the process is (after a collection), with its heap
+    frozen (``gc.freeze()``), or as ``llm-compiler serve`` sets it up
+    (:func:`llm_compiler.cli.tune_gc`: frozen, young generation collected less often)."""
+    threshold = gc.get_threshold()
+    gc.collect()
+    if mode == "start_up_heap_frozen":
+        gc.freeze()
+    elif mode == "as_served":
+        tune_gc()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+
+
+async def concurrent(k: int, batches: int, without_tokens: bool = False) -> dict[str, Any]:
+    """K 8-task fan-outs at once (0.5 s tools, cloud-like model), `batches` batches in
+    each of :data:`GC_MODES` taking turns (and as served with ``stream_tokens=False`` if
+    `without_tokens`: what no token events at all would save): the best batch of each by
+    p50 (see :func:`batch`), and every batch's p50."""
     scenario = fanout(8, 0.5, CLOUD)
-    system = compiler(scenario)
-    await system[0].run(user_msg=scenario.question("warm-up"))
-    system[2].take()
-    rows: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+    modes = {mode: compiler(scenario) for mode in GC_MODES}
+    if without_tokens:
+        system = compiler(scenario)
+        system[0].config = system[0].config.model_copy(update={"stream_tokens": False})
+        modes["as_served_without_token_events"] = system
+    for mode, (wf, _, log) in modes.items():
+        await wf.run(user_msg=scenario.question(f"warm-up-{mode}"))
+        log.take()
+    rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     for b in range(batches):
-        for frozen in (False, True) if b % 2 == 0 else (True, False):
-            gc.collect()
-            if frozen:
-                gc.freeze()
-            try:
-                rows[frozen].append(await batch(system, scenario, k, f"{b}-{frozen}"))
-            finally:
-                gc.unfreeze()
+        for mode in list(modes) if b % 2 == 0 else list(modes)[::-1]:
+            with gc_mode("as_served" if mode.startswith("as_served") else mode):
+                rows[mode].append(await batch(modes[mode], scenario, k, f"{b}-{mode}"))
     bound = scenario.compiler_bound()
     alone = {"plan_streamed": round(bound.plan_done or 0.0, 3), "run_ended": round(bound.total, 3)}
     report: dict[str, Any] = {"k": k, "critical_path_s": round(bound.total, 3), "alone_s": alone}
-    for frozen, name in ((False, "as_is"), (True, "start_up_heap_frozen")):
-        best = min(rows[frozen], key=lambda r: r["p50_x"])
-        report[name] = {**best, "every_p50_x": [r["p50_x"] for r in rows[frozen]]}
+    for mode, done in rows.items():
+        best = min(done, key=lambda r: r["p50_x"])
+        report[mode] = {**best, "every_p50_x": [r["p50_x"] for r in done]}
     return report
 
 
@@ -383,6 +409,7 @@ async def main() -> None:
     parser.add_argument("--batches", type=int, default=2)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--what-if", action="store_true")
+    parser.add_argument("--without-tokens", action="store_true")
     args = parser.parse_args()
     load = os.getloadavg()
     report: dict[str, Any] = {
@@ -398,7 +425,7 @@ async def main() -> None:
     finally:
         if tutorial is not None:
             await tutorial.close()
-    report["concurrent"] = [await concurrent(k, args.batches) for k in args.k]
+    report["concurrent"] = [await concurrent(k, args.batches, args.without_tokens) for k in args.k]
     report["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=2))
     if args.profile:

@@ -25,25 +25,29 @@ def test_defaults_bind_loopback_on_8000_with_a_memory_store():
     assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
 
 
-def test_serve_freezes_the_start_up_heap_before_serving(monkeypatch):
-    """A full collection under load walks only what runs allocate, not the libraries."""
+def test_serve_freezes_the_start_up_heap_and_collects_young_objects_less_often(monkeypatch):
+    """A full collection under load walks only what runs allocate, not the libraries;
+    the young generation waits for SERVED_GC_YOUNG allocations. Restored afterwards."""
     import asyncio
     import gc
 
     from llm_compiler import cli
 
-    seen: list[int] = []
+    seen: list[tuple[int, tuple[int, int, int]]] = []
 
     async def fake_serve(args: object) -> None:
-        seen.append(gc.get_freeze_count())
+        seen.append((gc.get_freeze_count(), gc.get_threshold()))
 
     monkeypatch.setattr(cli, "_serve", fake_serve)
+    before = gc.get_threshold()
     gc.unfreeze()
     try:
         asyncio.run(cli.run_server(parse(["serve"], environ={})))
     finally:
         gc.unfreeze()
-    assert seen and seen[0] > 10_000
+        gc.set_threshold(*before)
+    assert seen and seen[0][0] > 10_000
+    assert seen[0][1] == (cli.SERVED_GC_YOUNG, *before[1:]) and cli.SERVED_GC_YOUNG > before[0]
 
 
 def test_a_factory_is_served_as_compiler():
