@@ -356,3 +356,44 @@ async def test_a_call_marked_by_its_policy_and_by_itself_starts_once(tmp_path):
     finally:
         await runtime.destroy()
     assert marked == [True, True]
+
+
+# ---------------------------------------------------------------- incarnations
+
+
+async def test_a_run_claimed_back_is_not_ended_by_its_old_incarnation(database, calls, monkeypatch):
+    """Worker 1 is taken for dead (its run released with a new epoch) and claims its run
+    back while the old incarnation still unwinds in its process; the old incarnation's end
+    comes while the new one is being resumed. It ends nothing of the new one: the run is
+    held and runs here, and a cancel sent to it then reaches it."""
+    async with served(database, "one", calls, monkeypatch) as one:
+        runtime = one.durable.served
+        journal = one.durable.journal
+        run_id = await waiting_run(one)
+        old = set(runtime._live)  # the old incarnation's end
+        rows = journal.rows
+
+        async def late(run: str) -> Any:
+            if run == run_id and old:  # the old incarnation ends now, mid-resume
+                await asyncio.wait(old)
+                for _ in range(3):
+                    await asyncio.sleep(0)  # (its done callbacks run)
+            return await rows(run)
+
+        journal.rows = late  # type: ignore[method-assign]
+        conn = await asyncpg.connect(database)  # a peer took worker 1 for dead
+        await conn.execute(
+            "UPDATE llmc_runs SET owner = NULL, epoch = epoch + 1 WHERE run_id = $1", run_id
+        )
+        await conn.close()
+        runtime.on_room()
+        await wait_until(lambda: all(f.done() for f in old), what="the old incarnation's end")
+        await wait_until(lambda: runtime._claiming is None, what="the claim")
+        assert run_id in runtime.holding
+        assert (await row(database, "SELECT owner FROM llmc_runs WHERE run_id = $1", run_id))[
+            0
+        ] == "one"
+        await runtime.deliver(run_id, cancel())
+        await wait_until(
+            lambda: _is(database, run_id, "cancelled"), what="the cancel to reach the run"
+        )

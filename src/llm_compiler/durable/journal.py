@@ -45,6 +45,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -69,6 +70,10 @@ RUN_COLUMNS = (
     " updated_at, completed_at, idle_since, epoch"
 )
 _FACT_COLUMNS = ("run_id", "kind", "key", "body")
+#: The incarnation of a run whose task is running: (run id, the epoch the run was held at
+#: when it started in this process). Set in a run's own tasks (the runtime starts a run in
+#: a context of its own, which its tasks inherit); None elsewhere.
+INCARNATION: ContextVar[tuple[str, int] | None] = ContextVar("llmc_incarnation", default=None)
 
 
 @dataclass(frozen=True)
@@ -322,6 +327,18 @@ class Journal:
                 out.append((sql, args))
         return out
 
+    def stale(self, run_id: str) -> bool:
+        """Whether the caller is an incarnation of `run_id` that is over in this process:
+        the run was taken over since it started here (and maybe claimed back here at a new
+        epoch). What it still does on its way out is dropped: its rows, its barriers raise
+        :class:`Fenced`."""
+        incarnation = INCARNATION.get()
+        return (
+            incarnation is not None
+            and incarnation[0] == run_id
+            and incarnation[1] != self.epoch(run_id)
+        )
+
     def epoch(self, run_id: str) -> int | None:
         """The epoch this worker writes `run_id` at (None: it does not hold the run)."""
         held = self.epochs.get(run_id)
@@ -373,6 +390,8 @@ class Journal:
     def _queue(
         self, run_id: str, sql: Statement, args: tuple[Any, ...], lazy: bool = False
     ) -> None:
+        if self.stale(run_id):
+            return
         self._facts.append((sql, args, self.epochs.get(run_id)))
         self._mark(run_id, lazy)
 
@@ -384,6 +403,8 @@ class Journal:
         args: tuple[Any, ...],
         lazy: bool = False,
     ) -> None:
+        if self.stale(run_id):  # (it would replace the current incarnation's record)
+            return
         self._records[(run_id, *key)] = (sql, args, self.epochs.get(run_id))
         self._mark(run_id, lazy)
 
@@ -422,9 +443,11 @@ class Journal:
         Raises:
             Exception: As :meth:`barrier`.
         """
-        if commit is not None and not commit.done():
+        if commit is not None and not commit.done() and not self.stale(run_id):
             self._wake.set()
             await asyncio.shield(commit)
+        if self.stale(run_id):
+            raise Fenced(f"Run {run_id} was taken over since this incarnation of it started.")
         failed = self._failed.get(run_id)
         if failed is not None:
             raise failed

@@ -136,6 +136,8 @@ class JournalStore(AbstractWorkflowStore):
     ) -> StateStore[Any]:
         if namespace:
             return InMemoryStateStore(state_type() if state_type else CompilerState())
+        if self.journal.stale(run_id):  # an incarnation over here: it reads, never writes
+            return StateStoreFacade(_Folded(self.journal, run_id), state_type or CompilerState)
         live = self.runtime.states.get(run_id)
         if live is None and serialized_state is not None:
             live = self.runtime.state_store(run_id, state_type)
@@ -280,6 +282,8 @@ class JournalStore(AbstractWorkflowStore):
         error: str | None = None,
         idle_since: Any = "unset",
     ) -> None:
+        if self.journal.stale(run_id):  # the end of an incarnation over here: not the run's
+            return
         handler = self.held.get(run_id)
         if handler is None:
             found = await self.query(HandlerQuery(run_id_in=[run_id]))
@@ -334,8 +338,8 @@ class JournalStore(AbstractWorkflowStore):
 
     @override
     async def append_event(self, run_id: str, event: EventEnvelopeWithMetadata) -> None:
-        if run_id in self._gone:  # the run stopped here: another worker writes its stream
-            return
+        if run_id in self._gone or self.journal.stale(run_id):
+            return  # the run stopped here: another incarnation writes its stream
         seq = self._next.get(run_id, 0)
         self._next[run_id] = seq + 1
         at = time.time()
@@ -641,9 +645,8 @@ class ServedRuntime(JournalRuntime):
             )
             await self.backend.let_go(record.run_id)
             return
-        if record.run_id in self.holding:  # taken from this worker, then claimed back:
-            self._stop(record.run_id)  # the old incarnation stops; the run resumes anew
-            await asyncio.sleep(0)  # (its cancelled tasks unwind)
+        if record.run_id in self.holding:  # taken from this worker, then claimed back: the
+            self._stop(record.run_id)  # old incarnation stops, all it does now is dropped
         self.holding.add(record.run_id)
         try:
             await self.resume(record.run_id, workflow)
@@ -833,6 +836,8 @@ class _IdleWatch(BaseInternalRunAdapterDecorator):
 
     @override
     async def write_to_event_stream(self, event: Event) -> None:
+        if self._runtime.journal.stale(self.run_id):  # an incarnation over here
+            return
         if isinstance(event, WorkflowIdleEvent):
             self._runtime.went_idle(self.run_id)
         else:
