@@ -397,3 +397,75 @@ async def test_a_run_claimed_back_is_not_ended_by_its_old_incarnation(database, 
         await wait_until(
             lambda: _is(database, run_id, "cancelled"), what="the cancel to reach the run"
         )
+
+
+async def test_an_event_handed_to_an_owner_taken_for_dead_goes_to_the_next(
+    database, calls, monkeypatch
+):
+    """A plan approval sent through worker 2 is handed to worker 1, which holds the run;
+    worker 1 is taken for dead before it commits what the approval did. The approval is
+    not lost with it: worker 2 claims the run, is handed the approval again, and the run
+    ends with its answer; the inbox is empty after."""
+    from .crash_app import ANSWER
+    from .test_workers import approve
+
+    async with (
+        served(database, "one", calls, monkeypatch) as one,
+        served(database, "two", calls, monkeypatch) as two,
+    ):
+        run_id = await waiting_run(one)
+        handler = (
+            await row(database, "SELECT handler_id FROM llmc_runs WHERE run_id = $1", run_id)
+        )[0]
+        request = next(
+            e.event.model_dump(mode="json")
+            for e in await one.durable.store.query_events(run_id)
+            if e.event.type == "PlanApprovalRequest"
+        )
+        journal = one.durable.journal
+        cut = asyncio.Event()
+
+        write = journal.driver.write
+
+        async def late(*args: Any) -> Any:  # worker 1 commits nothing until it is fenced
+            await cut.wait()
+            return await write(*args)
+
+        journal.driver.write = late  # type: ignore[method-assign]
+        runtime, handed = one.durable.served, asyncio.Event()
+        drain = runtime.drain
+
+        async def drained(run: str) -> None:
+            await drain(run)
+            handed.set()
+
+        runtime.drain = drained  # type: ignore[method-assign]
+        try:
+            r = await two.post(f"/events/{handler}", json=approve(request))
+            assert r.status_code == 200, r.text
+
+            await asyncio.wait_for(handed.wait(), 20)  # worker 1 drained its inbox
+            conn = await asyncpg.connect(database)  # worker 2 took worker 1 for dead
+            await conn.execute(
+                "UPDATE llmc_runs SET owner = NULL, epoch = epoch + 1 WHERE run_id = $1", run_id
+            )
+            await conn.close()
+            two.durable.served.on_room()
+
+            async def answered() -> bool:
+                found = await row(
+                    database, "SELECT status, result FROM llmc_runs WHERE run_id = $1", run_id
+                )
+                return found is not None and found[0] == "completed"
+
+            await wait_until(answered, what="the run to end on worker 2")
+            result = (
+                await row(database, "SELECT result FROM llmc_runs WHERE run_id = $1", run_id)
+            )[0]
+            assert ANSWER in result
+            pending = await row(
+                database, "SELECT count(*) FROM llmc_inbox WHERE run_id = $1", run_id
+            )
+            assert pending[0] == 0
+        finally:
+            cut.set()

@@ -42,14 +42,18 @@ QUEUE_CHANNEL = "llmc_queue"
 #: Exit status of a worker that stops because its store stayed away (EX_TEMPFAIL).
 EXIT_STORE_LOST = 75
 
+#: An inbox row of the run in ``llmc_runs`` that waits for its owner: never handed to one,
+#: or handed to an earlier one (it never recorded what the event did).
+WAITING = (
+    "EXISTS (SELECT 1 FROM llmc_inbox i WHERE i.run_id = llmc_runs.run_id"
+    " AND (i.taken IS NULL OR i.taken < llmc_runs.epoch))"
+)
 #: Runs nobody holds that a worker should take up: queued or released (their start is
 #: recorded), and not waiting for input, or waiting with an event sent to them.
 ORPHAN = (
     "status = 'running' AND owner IS NULL"
     " AND EXISTS (SELECT 1 FROM llmc_facts s WHERE s.run_id = llmc_runs.run_id"
-    " AND s.kind = 'start')"
-    " AND (idle_since IS NULL"
-    " OR EXISTS (SELECT 1 FROM llmc_inbox i WHERE i.run_id = llmc_runs.run_id))"
+    f" AND s.kind = 'start') AND (idle_since IS NULL OR {WAITING})"
 )
 #: The columns a takeover sets: this worker, a new epoch, not idle.
 _TAKE = "owner = ?, epoch = epoch + 1, idle_since = NULL"
@@ -185,6 +189,15 @@ class Durable:
             return False
         except Exception as e:  # its rows were refused: it is let go all the same
             logger.warning("Run %s is let go with rows the store refused: %s", run_id, e)
+        if idle_since is not None:  # it waits for input: what it was handed and did not
+            await self.journal.fetch(  # take in, no step of it takes in (not handed again)
+                "DELETE FROM llmc_inbox WHERE run_id = ? AND taken = ? AND EXISTS"
+                " (SELECT 1 FROM llmc_runs WHERE run_id = ? AND epoch = ?)",
+                run_id,
+                epoch,
+                run_id,
+                epoch,
+            )
         await self.journal.fetch(
             f"UPDATE llmc_runs SET {_RELEASE}, idle_since = ? WHERE run_id = ? AND epoch = ?",
             idle_since,
@@ -193,7 +206,9 @@ class Durable:
         )
         # Read after the release committed: an event sent meanwhile is seen here, or its
         # sender (which reads the owner after its insert committed) sees the run let go.
-        rows = await self.journal.fetch("SELECT count(*) FROM llmc_inbox WHERE run_id = ?", run_id)
+        rows = await self.journal.fetch(
+            f"SELECT count(*) FROM llmc_runs WHERE run_id = ? AND {WAITING}", run_id
+        )
         self.journal.let_go(run_id)
         waiting = bool(rows[0][0])
         if waiting:

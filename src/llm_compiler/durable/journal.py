@@ -84,18 +84,23 @@ class Statement:
         fenced: Written only while this worker holds the run (its epoch, :class:`Fenced`).
         checked: A row that must be new (an at-most-once start): if it is there already,
             the run's barrier raises :class:`AlreadyStarted`.
+        delete: The row is deleted (the one whose columns hold these values), not inserted.
     """
 
     table: str
     columns: tuple[str, ...]
     types: tuple[str, ...]
-    conflict: str
+    conflict: str = ""
     fenced: bool = True
     checked: bool = False
+    delete: bool = False
 
     @property
     def sql(self) -> str:
         """The statement for one row (``?`` placeholders)."""
+        if self.delete:
+            match = " AND ".join(f"{c} = ?" for c in self.columns)
+            return f"DELETE FROM {self.table} WHERE {match}"
         marks = ", ".join("?" for _ in self.columns)
         return (
             f"INSERT INTO {self.table} ({', '.join(self.columns)}) VALUES ({marks})"
@@ -130,6 +135,8 @@ _RUN = Statement(
     " error = excluded.error, updated_at = excluded.updated_at,"
     " completed_at = excluded.completed_at, idle_since = excluded.idle_since",
 )
+#: An inbox row whose event the run took in (deleted with what the run recorded of it).
+_TAKEN = Statement("llmc_inbox", ("run_id", "id"), ("text", "int8"), delete=True)
 Batch = list[tuple[Statement, list[tuple[Any, ...]]]]
 #: A queued row: its statement, its values, the epoch its run was held at when queued.
 _Queued = tuple[Statement, tuple[Any, ...], int | None]
@@ -375,6 +382,11 @@ class Journal:
             self._replace(
                 run_id, (row.kind, row.key), _RECORD, (run_id, row.kind, row.key, row.body)
             )
+
+    def took(self, run_id: str, inbox_id: int) -> None:
+        """The run took in the event of inbox row `inbox_id` (what it did is queued): the
+        row is deleted by the commit that holds it, fenced like the run's other rows."""
+        self._queue(run_id, _TAKEN, (run_id, inbox_id))
 
     def put_event(self, run_id: str, seq: int, at: float, body: str) -> None:
         """Queue one event of the run's stream (committed with the next facts, or within
@@ -786,6 +798,13 @@ def one_statement(
             arrays.append(f"${len(args)}::{kind}[]")
         columns = ", ".join(sql.columns)
         where = " WHERE u.run_id IN (SELECT run_id FROM ok)" if sql.fenced else ""
+        if sql.delete:
+            match = " AND ".join(f"t.{c} = u.{c}" for c in sql.columns)
+            parts.append(
+                f"w{i} AS (DELETE FROM {sql.table} t USING unnest({', '.join(arrays)})"
+                f" AS u({columns}) WHERE {match} AND u.run_id IN (SELECT run_id FROM ok))"
+            )
+            continue
         parts.append(
             f"w{i} AS (INSERT INTO {sql.table} ({columns}) SELECT * FROM"
             f" unnest({', '.join(arrays)}) AS u({columns}){where} ON CONFLICT {sql.conflict}"
