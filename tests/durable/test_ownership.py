@@ -1,7 +1,9 @@
 """Who may write for a run, on one real Postgres, the interleavings forced in process:
 workers started together on an empty database; live readers see committed events only;
 an event sent while its run is let go is delivered; a worker cut from its lock never
-starts an at-most-once call another worker started."""
+starts an at-most-once call another worker started; a run claimed back by its worker is
+not ended by its old incarnation; an event handed to an owner taken for dead before it
+recorded the event goes to the next owner."""
 
 from __future__ import annotations
 
@@ -232,6 +234,7 @@ async def test_a_stale_owners_writes_are_refused(database):
         a.journal.put("r", Row("start", "", "{}"))
         await a.journal.barrier("r")
         await b.journal.fetch("UPDATE llmc_runs SET owner = NULL, epoch = epoch + 1")
+        await b.journal.fetch("INSERT INTO llmc_workers (worker) VALUES ('B')")  # B is live
         assert await b.take("r") is not None
         a.journal.put("r", Row("started", "0:1", "{}"))
         with pytest.raises(Fenced):
@@ -469,3 +472,51 @@ async def test_an_event_handed_to_an_owner_taken_for_dead_goes_to_the_next(
             assert pending[0] == 0
         finally:
             cut.set()
+
+
+async def test_a_worker_taken_for_dead_takes_no_run_until_it_is_listed_again(database):
+    """Worker A's lock connection is terminated and its reconnect is slow; B takes A for
+    dead and releases A's run. A, not listed among the live workers, cannot claim the run
+    back (were it to die then, nobody would release it); a run some unlisted worker holds
+    is released by the next worker to start."""
+    from llm_compiler.durable.backend import prepare
+    from llm_compiler.durable.facts import Row
+    from llm_compiler.durable.journal import RunRecord
+
+    a, b = prepare(database, worker="A"), prepare(database, worker="B")
+    await a.start()
+    await b.start()
+    back = asyncio.Event()
+    connect = a.liveness._connect  # type: ignore[attr-defined]
+
+    async def slow() -> Any:
+        await back.wait()
+        return await connect()
+
+    a.liveness._connect = slow  # type: ignore[attr-defined]
+    c = None
+    try:
+        a.journal.hold("r", 1)
+        a.journal.put_run(RunRecord("r", "r", "compiler", owner="A", epoch=1))
+        a.journal.put("r", Row("start", "", "{}"))
+        await a.journal.barrier("r")
+        killer = await asyncpg.connect(database)
+        await killer.execute("SELECT pg_terminate_backend($1)", a.liveness._conn.get_server_pid())  # type: ignore[attr-defined]
+
+        async def released() -> bool:
+            found = await row(database, "SELECT owner FROM llmc_runs WHERE run_id = 'r'")
+            return found[0] is None
+
+        await wait_until(released, what="B to release A's run")
+        assert await a.claim(None) == []
+        assert await a.take("r") is None
+        await killer.execute("UPDATE llmc_runs SET owner = 'gone', epoch = epoch + 1")
+        await killer.close()
+        c = prepare(database, worker="C")
+        await c.start()
+        assert await released()
+    finally:
+        back.set()
+        for d in (a, b, c):
+            if d is not None:
+                await d.stop()

@@ -146,7 +146,8 @@ class Ownership(RuleBasedStateMachine):
 
         async def create() -> None:
             node.journal.hold(run_id, 1)
-            node.journal.put_run(RunRecord(run_id, run_id, "m", owner="x", epoch=1))
+            owner = node.durable.worker
+            node.journal.put_run(RunRecord(run_id, run_id, "m", owner=owner, epoch=1))
             node.journal.put(run_id, Row("start", "", "{}"))
             await node.journal.barrier(run_id)
 

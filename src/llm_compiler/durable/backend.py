@@ -32,6 +32,7 @@ from llm_compiler.durable.config import (
 from llm_compiler.durable.journal import RUN_COLUMNS, Fenced, Journal, RunRecord
 from llm_compiler.durable.runtime import JournalRuntime
 from llm_compiler.durable.spec import StoreSpec
+from llm_compiler.durable.workers import TABLE as WORKERS
 from llm_compiler.durable.workers import FileLiveness, Liveness, PostgresLiveness
 from llm_compiler.errors import ConfigurationError
 
@@ -124,9 +125,12 @@ class Durable:
     # ------------------------------------------------------------------ claims
 
     async def release(self, worker: str) -> None:
-        """Hand the unfinished runs of `worker` (dead or stopping) back to the queue."""
+        """Hand the unfinished runs of `worker` (dead or stopping) back to the queue, and
+        those of any worker not listed among the live ones (it took them in the moment it
+        was taken for dead, before it knew)."""
         rows = await self.journal.fetch(
-            f"UPDATE llmc_runs SET {_RELEASE} WHERE owner = ? AND status = 'running'"
+            f"UPDATE llmc_runs SET {_RELEASE} WHERE status = 'running' AND (owner = ?"
+            f" OR owner NOT IN (SELECT worker FROM {WORKERS}))"
             " RETURNING run_id",
             worker,
         )
@@ -149,24 +153,35 @@ class Durable:
         if room is not None and room <= 0:
             return []
         limit = "" if room is None else f" LIMIT {int(room)}"
+        pick = f"SELECT run_id FROM llmc_runs WHERE {ORPHAN} ORDER BY started_at{limit}"
         if self.spec.kind == "postgres":
-            pick = f"SELECT run_id FROM llmc_runs WHERE {ORPHAN} ORDER BY started_at{limit}"
             pick += " FOR UPDATE SKIP LOCKED"
-        else:
-            pick = f"SELECT run_id FROM llmc_runs WHERE {ORPHAN} ORDER BY started_at{limit}"
         rows = await self.journal.fetch(
-            f"UPDATE llmc_runs SET {_TAKE} WHERE run_id IN ({pick}) RETURNING {RUN_COLUMNS}",
-            self.worker,
+            f"UPDATE llmc_runs SET {_TAKE} WHERE run_id IN ({pick}){self._listed()}"
+            f" RETURNING {RUN_COLUMNS}",
+            *self._me(),
         )
         return [self._held(r) for r in rows]
 
+    def _listed(self) -> str:
+        """The condition that this worker is listed among the live workers (Postgres): a
+        worker taken for dead takes no run until it is listed again, so a run it takes is
+        released by its peers if it dies (they release the runs of listed workers only)."""
+        if self.spec.kind != "postgres":
+            return ""
+        return " AND EXISTS (SELECT 1 FROM llmc_workers WHERE worker = ?)"
+
+    def _me(self) -> list[str]:
+        """This worker's id, once for ``_TAKE`` and once for :meth:`_listed`."""
+        return [self.worker] * (2 if self.spec.kind == "postgres" else 1)
+
     async def take(self, run_id: str) -> RunRecord | None:
         """Take `run_id` if nobody holds it (it went idle or waits in the queue)."""
+        me = self._me()
         rows = await self.journal.fetch(
             f"UPDATE llmc_runs SET {_TAKE} WHERE run_id = ?"
-            f" AND status = 'running' AND owner IS NULL RETURNING {RUN_COLUMNS}",
-            self.worker,
-            run_id,
+            f" AND status = 'running' AND owner IS NULL{self._listed()} RETURNING {RUN_COLUMNS}",
+            *[me[0], run_id, *me[1:]],
         )
         return self._held(rows[0]) if rows else None
 
@@ -223,11 +238,8 @@ class Durable:
             await self.journal.fetch(
                 f"UPDATE llmc_runs SET {_RELEASE} WHERE status = 'running' AND owner IS NOT NULL"
             )
-        else:
-            await self.journal.fetch(
-                f"UPDATE llmc_runs SET {_RELEASE} WHERE owner = ? AND status = 'running'",
-                self.worker,
-            )
+        else:  # its own runs of a past life, and those of workers gone unnoticed
+            await self.release(self.worker)
 
     async def stop(self) -> None:
         """Release the runs this worker holds, close the journal, leave the workers."""

@@ -524,6 +524,7 @@ class ServedRuntime(JournalRuntime):
         yet (None: a cancel, taken in when the run ends)."""
         self._store: JournalStore | None = None
         self.claims_stopped = False
+        self._leased: asyncio.Future[None] | None = None
 
     @property
     def backend(self) -> Durable:
@@ -570,6 +571,8 @@ class ServedRuntime(JournalRuntime):
     @override
     async def destroy(self) -> None:
         self.stop_claiming()
+        if self._leased is not None:
+            self._leased.cancel()
         for handle in self._idle.values():
             handle.cancel()
         if self._claiming is not None:
@@ -631,10 +634,23 @@ class ServedRuntime(JournalRuntime):
         self.claims_stopped = True
 
     def room(self) -> int | None:
-        """How many more runs this worker may hold (None: no cap)."""
+        """How many more runs this worker may hold (None: no cap); 0 while its
+        liveness lock is away: a run it took then would have nobody to release it if it
+        died (once the lock is back, it claims again)."""
         if self.claims_stopped:
             return 0
+        if not self.lease.is_set():
+            if self._leased is None:
+                self._leased = asyncio.ensure_future(self._claim_when_leased())
+            return 0
         return None if self.max_runs is None else self.max_runs - len(self.holding)
+
+    async def _claim_when_leased(self) -> None:
+        try:
+            await self.lease.wait()
+        finally:
+            self._leased = None
+        self.on_room()
 
     def reserve(self, run_id: str) -> bool:
         """Hold a new run here if there is room (else it waits in the queue)."""
@@ -766,8 +782,8 @@ class ServedRuntime(JournalRuntime):
 
     async def _take(self, run_id: str) -> None:
         """Take `run_id` up here if nobody holds it (it waits for input, or in the queue),
-        unless this worker has stopped claiming runs (it drains)."""
-        if run_id in self.holding or self.claims_stopped:
+        unless this worker has stopped claiming runs (it drains) or its lock is away."""
+        if run_id in self.holding or self.claims_stopped or not self.lease.is_set():
             return
         record = await self.backend.take(run_id)
         if record is not None:
