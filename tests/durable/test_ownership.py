@@ -520,3 +520,39 @@ async def test_a_worker_taken_for_dead_takes_no_run_until_it_is_listed_again(dat
         for d in (a, b, c):
             if d is not None:
                 await d.stop()
+
+
+async def test_a_runs_end_and_its_last_event_are_committed_together(database, calls, monkeypatch):
+    """The worker dies (nothing more is committed) as its run's answer is written: the
+    run's row says completed only if its stream holds the answer too (a reader of a run
+    that says completed is never left waiting for the end of its stream)."""
+    async with served(database, "one", calls, monkeypatch) as one:
+        store, journal = one.durable.store, one.durable.journal
+        append = store.append_event
+        died = asyncio.Event()
+
+        async def dying(run_id: str, event: Any) -> None:
+            if event.type == "StopEvent" and not died.is_set():
+                died.set()
+                assert journal._flusher is not None
+                journal._flusher.cancel()  # kill -9: no commit from now on
+            await append(run_id, event)
+
+        store.append_event = dying  # type: ignore[method-assign]
+        try:
+            body = {"start_event": {"user_msg": "alpha, beta and gamma?"}}
+            r = await one.post("/workflows/compiler/run-nowait", json=body)
+            assert r.status_code == 200, r.text
+            handler = r.json()["handler_id"]
+            await asyncio.wait_for(died.wait(), 30)
+            await asyncio.sleep(0.3)
+            found = await row(
+                database,
+                "SELECT r.status, (SELECT count(*) FROM llmc_events e WHERE e.run_id = r.run_id"
+                " AND e.body LIKE '%\"StopEvent\"%') FROM llmc_runs r WHERE handler_id = $1",
+                handler,
+            )
+            assert (found[0] == "completed") == (found[1] > 0), tuple(found)
+        finally:  # the worker lives on (its pending commit goes through)
+            if journal._flusher is None or journal._flusher.done():
+                journal._flusher = asyncio.get_running_loop().create_task(journal._flush_forever())

@@ -317,10 +317,9 @@ class JournalStore(AbstractWorkflowStore):
         if handler.status != "running":
             self.runtime.took_in(run_id, None)  # its end records what it was handed
         self._put(handler)
-        if handler.status != "running":
-            self.held.pop(run_id, None)
-            await self.journal.barrier(run_id)
-            self.journal.let_go(run_id)
+        if handler.status != "running":  # not awaited: committed with the event written
+            self.held.pop(run_id, None)  # next, the run's last (its end and its stream's
+            self.journal.let_go(run_id)  # end stand or fall together)
 
     @override
     async def delete(self, query: HandlerQuery) -> int:
