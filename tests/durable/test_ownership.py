@@ -3,7 +3,8 @@ workers started together on an empty database; live readers see committed events
 an event sent while its run is let go is delivered; a worker cut from its lock never
 starts an at-most-once call another worker started; a run claimed back by its worker is
 not ended by its old incarnation; an event handed to an owner taken for dead before it
-recorded the event goes to the next owner."""
+recorded the event goes to the next owner; a worker taken for dead takes no run until it
+is listed again; a run's end is committed with its stream's end."""
 
 from __future__ import annotations
 
