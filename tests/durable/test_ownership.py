@@ -1,7 +1,10 @@
 """Who may write for a run, on one real Postgres, the interleavings forced in process:
 workers started together on an empty database; live readers see committed events only;
 an event sent while its run is let go is delivered; a worker cut from its lock never
-starts an at-most-once call another worker started."""
+starts an at-most-once call another worker started; a run claimed back by its worker is
+not ended by its old incarnation; an event handed to an owner taken for dead before it
+recorded the event goes to the next owner; a worker taken for dead takes no run until it
+is listed again; a run's end is committed with its stream's end."""
 
 from __future__ import annotations
 
@@ -232,6 +235,7 @@ async def test_a_stale_owners_writes_are_refused(database):
         a.journal.put("r", Row("start", "", "{}"))
         await a.journal.barrier("r")
         await b.journal.fetch("UPDATE llmc_runs SET owner = NULL, epoch = epoch + 1")
+        await b.journal.fetch("INSERT INTO llmc_workers (worker) VALUES ('B')")  # B is live
         assert await b.take("r") is not None
         a.journal.put("r", Row("started", "0:1", "{}"))
         with pytest.raises(Fenced):
@@ -356,3 +360,200 @@ async def test_a_call_marked_by_its_policy_and_by_itself_starts_once(tmp_path):
     finally:
         await runtime.destroy()
     assert marked == [True, True]
+
+
+# ---------------------------------------------------------------- incarnations
+
+
+async def test_a_run_claimed_back_is_not_ended_by_its_old_incarnation(database, calls, monkeypatch):
+    """Worker 1 is taken for dead (its run released with a new epoch) and claims its run
+    back while the old incarnation still unwinds in its process; the old incarnation's end
+    comes while the new one is being resumed. It ends nothing of the new one: the run is
+    held and runs here, and a cancel sent to it then reaches it."""
+    async with served(database, "one", calls, monkeypatch) as one:
+        runtime = one.durable.served
+        journal = one.durable.journal
+        run_id = await waiting_run(one)
+        old = set(runtime._live)  # the old incarnation's end
+        rows = journal.rows
+
+        async def late(run: str) -> Any:
+            if run == run_id and old:  # the old incarnation ends now, mid-resume
+                await asyncio.wait(old)
+                for _ in range(3):
+                    await asyncio.sleep(0)  # (its done callbacks run)
+            return await rows(run)
+
+        journal.rows = late  # type: ignore[method-assign]
+        conn = await asyncpg.connect(database)  # a peer took worker 1 for dead
+        await conn.execute(
+            "UPDATE llmc_runs SET owner = NULL, epoch = epoch + 1 WHERE run_id = $1", run_id
+        )
+        await conn.close()
+        runtime.on_room()
+        await wait_until(lambda: all(f.done() for f in old), what="the old incarnation's end")
+        await wait_until(lambda: runtime._claiming is None, what="the claim")
+        assert run_id in runtime.holding
+        assert (await row(database, "SELECT owner FROM llmc_runs WHERE run_id = $1", run_id))[
+            0
+        ] == "one"
+        await runtime.deliver(run_id, cancel())
+        await wait_until(
+            lambda: _is(database, run_id, "cancelled"), what="the cancel to reach the run"
+        )
+
+
+async def test_an_event_handed_to_an_owner_taken_for_dead_goes_to_the_next(
+    database, calls, monkeypatch
+):
+    """A plan approval sent through worker 2 is handed to worker 1, which holds the run;
+    worker 1 is taken for dead before it commits what the approval did. The approval is
+    not lost with it: worker 2 claims the run, is handed the approval again, and the run
+    ends with its answer; the inbox is empty after."""
+    from .crash_app import ANSWER
+    from .test_workers import approve
+
+    async with (
+        served(database, "one", calls, monkeypatch) as one,
+        served(database, "two", calls, monkeypatch) as two,
+    ):
+        run_id = await waiting_run(one)
+        handler = (
+            await row(database, "SELECT handler_id FROM llmc_runs WHERE run_id = $1", run_id)
+        )[0]
+        request = next(
+            e.event.model_dump(mode="json")
+            for e in await one.durable.store.query_events(run_id)
+            if e.event.type == "PlanApprovalRequest"
+        )
+        journal = one.durable.journal
+        cut = asyncio.Event()
+
+        write = journal.driver.write
+
+        async def late(*args: Any) -> Any:  # worker 1 commits nothing until it is fenced
+            await cut.wait()
+            return await write(*args)
+
+        journal.driver.write = late  # type: ignore[method-assign]
+        runtime, handed = one.durable.served, asyncio.Event()
+        drain = runtime.drain
+
+        async def drained(run: str) -> None:
+            await drain(run)
+            handed.set()
+
+        runtime.drain = drained  # type: ignore[method-assign]
+        try:
+            r = await two.post(f"/events/{handler}", json=approve(request))
+            assert r.status_code == 200, r.text
+
+            await asyncio.wait_for(handed.wait(), 20)  # worker 1 drained its inbox
+            conn = await asyncpg.connect(database)  # worker 2 took worker 1 for dead
+            await conn.execute(
+                "UPDATE llmc_runs SET owner = NULL, epoch = epoch + 1 WHERE run_id = $1", run_id
+            )
+            await conn.close()
+            two.durable.served.on_room()
+
+            async def answered() -> bool:
+                found = await row(
+                    database, "SELECT status, result FROM llmc_runs WHERE run_id = $1", run_id
+                )
+                return found is not None and found[0] == "completed"
+
+            await wait_until(answered, what="the run to end on worker 2")
+            result = (
+                await row(database, "SELECT result FROM llmc_runs WHERE run_id = $1", run_id)
+            )[0]
+            assert ANSWER in result
+            pending = await row(
+                database, "SELECT count(*) FROM llmc_inbox WHERE run_id = $1", run_id
+            )
+            assert pending[0] == 0
+        finally:
+            cut.set()
+
+
+async def test_a_worker_taken_for_dead_takes_no_run_until_it_is_listed_again(database):
+    """Worker A's lock connection is terminated and its reconnect is slow; B takes A for
+    dead and releases A's run. A, not listed among the live workers, cannot claim the run
+    back (were it to die then, nobody would release it); a run some unlisted worker holds
+    is released by the next worker to start."""
+    from llm_compiler.durable.backend import prepare
+    from llm_compiler.durable.facts import Row
+    from llm_compiler.durable.journal import RunRecord
+
+    a, b = prepare(database, worker="A"), prepare(database, worker="B")
+    await a.start()
+    await b.start()
+    back = asyncio.Event()
+    connect = a.liveness._connect  # type: ignore[attr-defined]
+
+    async def slow() -> Any:
+        await back.wait()
+        return await connect()
+
+    a.liveness._connect = slow  # type: ignore[attr-defined]
+    c = None
+    try:
+        a.journal.hold("r", 1)
+        a.journal.put_run(RunRecord("r", "r", "compiler", owner="A", epoch=1))
+        a.journal.put("r", Row("start", "", "{}"))
+        await a.journal.barrier("r")
+        killer = await asyncpg.connect(database)
+        await killer.execute("SELECT pg_terminate_backend($1)", a.liveness._conn.get_server_pid())  # type: ignore[attr-defined]
+
+        async def released() -> bool:
+            found = await row(database, "SELECT owner FROM llmc_runs WHERE run_id = 'r'")
+            return found[0] is None
+
+        await wait_until(released, what="B to release A's run")
+        assert await a.claim(None) == []
+        assert await a.take("r") is None
+        await killer.execute("UPDATE llmc_runs SET owner = 'gone', epoch = epoch + 1")
+        await killer.close()
+        c = prepare(database, worker="C")
+        await c.start()
+        assert await released()
+    finally:
+        back.set()
+        for d in (a, b, c):
+            if d is not None:
+                await d.stop()
+
+
+async def test_a_runs_end_and_its_last_event_are_committed_together(database, calls, monkeypatch):
+    """The worker dies (nothing more is committed) as its run's answer is written: the
+    run's row says completed only if its stream holds the answer too (a reader of a run
+    that says completed is never left waiting for the end of its stream)."""
+    async with served(database, "one", calls, monkeypatch) as one:
+        store, journal = one.durable.store, one.durable.journal
+        append = store.append_event
+        died = asyncio.Event()
+
+        async def dying(run_id: str, event: Any) -> None:
+            if event.type == "StopEvent" and not died.is_set():
+                died.set()
+                assert journal._flusher is not None
+                journal._flusher.cancel()  # kill -9: no commit from now on
+            await append(run_id, event)
+
+        store.append_event = dying  # type: ignore[method-assign]
+        try:
+            body = {"start_event": {"user_msg": "alpha, beta and gamma?"}}
+            r = await one.post("/workflows/compiler/run-nowait", json=body)
+            assert r.status_code == 200, r.text
+            handler = r.json()["handler_id"]
+            await asyncio.wait_for(died.wait(), 30)
+            await asyncio.sleep(0.3)
+            found = await row(
+                database,
+                "SELECT r.status, (SELECT count(*) FROM llmc_events e WHERE e.run_id = r.run_id"
+                " AND e.body LIKE '%\"StopEvent\"%') FROM llmc_runs r WHERE handler_id = $1",
+                handler,
+            )
+            assert (found[0] == "completed") == (found[1] > 0), tuple(found)
+        finally:  # the worker lives on (its pending commit goes through)
+            if journal._flusher is None or journal._flusher.done():
+                journal._flusher = asyncio.get_running_loop().create_task(journal._flush_forever())

@@ -5,9 +5,11 @@ connections terminated (peers may take the worker for dead meanwhile); workers c
 (nothing committed of what they queued) and replaced.
 
 Invariants after every step: no at-most-once call started twice; one writer per run (at
-most one live worker holds the run's current epoch); every inbox event delivered at
-most once and, until delivered, still waiting; every stream numbered 0, 1, 2... without
-gap, its events written by holders of ever newer epochs. ``LLMC_OWNERSHIP_SEED`` replays
+most one live worker holds the run's current epoch); no inbox event lost: each one is
+either still in the inbox or its effect is recorded, once (an event handed to an owner
+that is taken for dead before it recorded the effect is handed to the next owner); every
+stream numbered 0, 1, 2... without gap, its events written by holders of ever newer
+epochs. ``LLMC_OWNERSHIP_SEED`` replays
 a seed (printed); ``LLMC_OWNERSHIP_STEPS`` sets the steps per example.
 """
 
@@ -63,6 +65,8 @@ class Node:
         liveness._connect = slow
         self.next: dict[str, int] = {}
         """Per run held here: the number of its next stream event."""
+        self.handed: dict[str, dict[int, str]] = {}
+        """Per run held here: the inbox rows handed to it (id: event) not taken in yet."""
 
     @property
     def journal(self) -> Any:
@@ -99,7 +103,7 @@ class Ownership(RuleBasedStateMachine):
         self.runs: list[str] = []
         self.called: Counter[tuple[str, str]] = Counter()
         self.sent: dict[str, str] = {}
-        self.delivered: Counter[str] = Counter()
+        self.recorded: Counter[str] = Counter()
         self.observer: Any = None
         for _ in range(WORKERS):
             self.nodes.append(self.do(self.spawn()))
@@ -142,7 +146,8 @@ class Ownership(RuleBasedStateMachine):
 
         async def create() -> None:
             node.journal.hold(run_id, 1)
-            node.journal.put_run(RunRecord(run_id, run_id, "m", owner="x", epoch=1))
+            owner = node.durable.worker
+            node.journal.put_run(RunRecord(run_id, run_id, "m", owner=owner, epoch=1))
             node.journal.put(run_id, Row("start", "", "{}"))
             await node.journal.barrier(run_id)
 
@@ -154,6 +159,7 @@ class Ownership(RuleBasedStateMachine):
         rows = await node.journal.fetch("SELECT max(seq) FROM llmc_events WHERE run_id = ?", run_id)
         node.next[run_id] = -1 if rows[0][0] is None else int(rows[0][0])
         node.next[run_id] += 1
+        node.handed[run_id] = {}
 
     @rule(w=st.integers(0, WORKERS - 1))
     def claim(self, w: int) -> None:
@@ -190,8 +196,11 @@ class Ownership(RuleBasedStateMachine):
         found = self.held(w, pick)
         if found is not None:
             node, run_id = found
+            if idle:  # a run waits for input once it took in what it was handed
+                self.do(self.quietly(self.take_in_all(node, run_id)))
             self.do(self.quietly(node.durable.let_go(run_id, 1.0 if idle else None)))
             node.next.pop(run_id, None)
+            node.handed.pop(run_id, None)
 
     async def quietly(self, work: Any) -> bool:
         """Whether `work` went through (a fenced write raises: the run stopped here)."""
@@ -259,8 +268,29 @@ class Ownership(RuleBasedStateMachine):
         if epoch is None:
             return
         sql = _DRAIN.format(lock=" FOR SHARE")
-        for _, body in self.do(node.journal.fetch(sql, run_id, epoch)):
-            self.delivered[str(body)] += 1
+        for inbox_id, body in self.do(node.journal.fetch(sql, run_id, epoch)):
+            node.handed.setdefault(run_id, {})[int(inbox_id)] = str(body)
+
+    async def take_in_all(self, node: Node, run_id: str) -> None:
+        """The run takes in what it was handed: each event's effect (a fact) and the
+        deletion of its inbox row, in one fenced commit."""
+        handed = node.handed.get(run_id, {})
+        epoch = node.journal.epochs.get(run_id)
+        for inbox_id, event in handed.items():
+            node.journal.put(run_id, Row("effect", f"{event}:{epoch}", "{}"))
+            node.journal.took(run_id, inbox_id)
+        await node.journal.barrier(run_id)
+        for event in handed.values():
+            self.recorded[event] += 1
+        handed.clear()
+
+    @rule(w=st.integers(0, WORKERS - 1), pick=st.integers(0, 999))
+    def take_in(self, w: int, pick: int) -> None:
+        found = self.held(w, pick)
+        if found is not None:
+            node, run_id = found
+            if not self.do(self.quietly(self.take_in_all(node, run_id))):
+                node.handed.pop(run_id, None)  # fenced: the next owner gets them
 
     @rule(w=st.integers(0, WORKERS - 1), slow=st.booleans())
     def drop_lock(self, w: int, slow: bool) -> None:
@@ -310,8 +340,34 @@ class Ownership(RuleBasedStateMachine):
                 self.sql("SELECT body FROM llmc_inbox WHERE body = ANY($1)", list(self.sent))
             )
         }
-        for event in self.sent:
-            assert self.delivered[event] + (event in waiting) == 1, event
+        effects = Counter(
+            str(k).rsplit(":", 1)[0]
+            for (k,) in self.do(self.sql("SELECT key FROM llmc_facts WHERE kind = 'effect'"))
+        )
+        for event in self.sent:  # waiting, or its effect recorded (once, by one owner)
+            assert effects[event] + (event in waiting) == 1, (event, effects[event])
+            assert self.recorded[event] == effects[event], event
+
+    @invariant()
+    def events_wait_for_a_live_owner(self) -> None:
+        """An event handed at the run's current epoch to a live worker is held by that
+        worker (it takes it in, or the run's next owner gets it again; a dead worker's
+        runs get new epochs when a peer releases them)."""
+        live = [n.durable.worker for n in self.nodes]
+        rows = self.do(
+            self.sql(
+                "SELECT i.id, r.run_id, r.epoch FROM llmc_inbox i JOIN llmc_runs r"
+                " USING (run_id) WHERE i.taken = r.epoch AND r.owner = ANY($1)",
+                live,
+            )
+        )
+        for inbox_id, run_id, epoch in rows:
+            holders = [
+                n
+                for n in self.nodes
+                if n.journal.epochs.get(run_id) == epoch and inbox_id in n.handed.get(run_id, {})
+            ]
+            assert holders, (run_id, epoch, inbox_id)
 
     @invariant()
     def streams_have_no_gap(self) -> None:

@@ -53,6 +53,21 @@ def test_store_migrate_and_prune_from_the_command_line(tmp_path: Path, capsys) -
         main(["store", "prune", "--store", store, "--older-than", "soon"])
 
 
+def test_a_version_2_store_is_upgraded_in_place(tmp_path: Path, capsys) -> None:
+    """A store of schema version 2 (its inbox rows are deleted when handed over) gains the
+    inbox's ``taken`` column; its waiting events stay."""
+    path = tmp_path / "runs.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE llmc_inbox (id INTEGER PRIMARY KEY, run_id TEXT, body TEXT)")
+        db.execute("INSERT INTO llmc_inbox (run_id, body) VALUES ('r', '{}')")
+        db.execute("CREATE TABLE llmc_schema (version INTEGER NOT NULL)")
+        db.execute("INSERT INTO llmc_schema VALUES (2)")
+    assert main(["store", "migrate", "--store", f"sqlite:///{path}"]) == 0
+    assert "Schema version 3 (was 2)" in capsys.readouterr().out
+    with sqlite3.connect(path) as db:
+        assert list(db.execute("SELECT run_id, taken FROM llmc_inbox")) == [("r", None)]
+
+
 async def test_an_at_most_once_start_is_committed_with_synchronous_full(tmp_path: Path) -> None:
     """SQLite runs ``synchronous=NORMAL`` (a commit may be lost by an OS crash), but a
     commit holding an at-most-once start mark is synced to disk before the call starts."""

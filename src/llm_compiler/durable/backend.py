@@ -33,6 +33,7 @@ from llm_compiler.durable.journal import RUN_COLUMNS, Fenced, Journal, RunRecord
 from llm_compiler.durable.result_cache import PRUNE
 from llm_compiler.durable.runtime import JournalRuntime
 from llm_compiler.durable.spec import StoreSpec
+from llm_compiler.durable.workers import TABLE as WORKERS
 from llm_compiler.durable.workers import FileLiveness, Liveness, PostgresLiveness
 from llm_compiler.errors import ConfigurationError
 
@@ -43,14 +44,18 @@ QUEUE_CHANNEL = "llmc_queue"
 #: Exit status of a worker that stops because its store stayed away (EX_TEMPFAIL).
 EXIT_STORE_LOST = 75
 
+#: An inbox row of the run in ``llmc_runs`` that waits for its owner: never handed to one,
+#: or handed to an earlier one (it never recorded what the event did).
+WAITING = (
+    "EXISTS (SELECT 1 FROM llmc_inbox i WHERE i.run_id = llmc_runs.run_id"
+    " AND (i.taken IS NULL OR i.taken < llmc_runs.epoch))"
+)
 #: Runs nobody holds that a worker should take up: queued or released (their start is
 #: recorded), and not waiting for input, or waiting with an event sent to them.
 ORPHAN = (
     "status = 'running' AND owner IS NULL"
     " AND EXISTS (SELECT 1 FROM llmc_facts s WHERE s.run_id = llmc_runs.run_id"
-    " AND s.kind = 'start')"
-    " AND (idle_since IS NULL"
-    " OR EXISTS (SELECT 1 FROM llmc_inbox i WHERE i.run_id = llmc_runs.run_id))"
+    f" AND s.kind = 'start') AND (idle_since IS NULL OR {WAITING})"
 )
 #: The columns a takeover sets: this worker, a new epoch, not idle.
 _TAKE = "owner = ?, epoch = epoch + 1, idle_since = NULL"
@@ -121,9 +126,12 @@ class Durable:
     # ------------------------------------------------------------------ claims
 
     async def release(self, worker: str) -> None:
-        """Hand the unfinished runs of `worker` (dead or stopping) back to the queue."""
+        """Hand the unfinished runs of `worker` (dead or stopping) back to the queue, and
+        those of any worker not listed among the live ones (it took them in the moment it
+        was taken for dead, before it knew)."""
         rows = await self.journal.fetch(
-            f"UPDATE llmc_runs SET {_RELEASE} WHERE owner = ? AND status = 'running'"
+            f"UPDATE llmc_runs SET {_RELEASE} WHERE status = 'running' AND (owner = ?"
+            f" OR owner NOT IN (SELECT worker FROM {WORKERS}))"
             " RETURNING run_id",
             worker,
         )
@@ -146,24 +154,35 @@ class Durable:
         if room is not None and room <= 0:
             return []
         limit = "" if room is None else f" LIMIT {int(room)}"
+        pick = f"SELECT run_id FROM llmc_runs WHERE {ORPHAN} ORDER BY started_at{limit}"
         if self.spec.kind == "postgres":
-            pick = f"SELECT run_id FROM llmc_runs WHERE {ORPHAN} ORDER BY started_at{limit}"
             pick += " FOR UPDATE SKIP LOCKED"
-        else:
-            pick = f"SELECT run_id FROM llmc_runs WHERE {ORPHAN} ORDER BY started_at{limit}"
         rows = await self.journal.fetch(
-            f"UPDATE llmc_runs SET {_TAKE} WHERE run_id IN ({pick}) RETURNING {RUN_COLUMNS}",
-            self.worker,
+            f"UPDATE llmc_runs SET {_TAKE} WHERE run_id IN ({pick}){self._listed()}"
+            f" RETURNING {RUN_COLUMNS}",
+            *self._me(),
         )
         return [self._held(r) for r in rows]
 
+    def _listed(self) -> str:
+        """The condition that this worker is listed among the live workers (Postgres): a
+        worker taken for dead takes no run until it is listed again, so a run it takes is
+        released by its peers if it dies (they release the runs of listed workers only)."""
+        if self.spec.kind != "postgres":
+            return ""
+        return " AND EXISTS (SELECT 1 FROM llmc_workers WHERE worker = ?)"
+
+    def _me(self) -> list[str]:
+        """This worker's id, once for ``_TAKE`` and once for :meth:`_listed`."""
+        return [self.worker] * (2 if self.spec.kind == "postgres" else 1)
+
     async def take(self, run_id: str) -> RunRecord | None:
         """Take `run_id` if nobody holds it (it went idle or waits in the queue)."""
+        me = self._me()
         rows = await self.journal.fetch(
             f"UPDATE llmc_runs SET {_TAKE} WHERE run_id = ?"
-            f" AND status = 'running' AND owner IS NULL RETURNING {RUN_COLUMNS}",
-            self.worker,
-            run_id,
+            f" AND status = 'running' AND owner IS NULL{self._listed()} RETURNING {RUN_COLUMNS}",
+            *[me[0], run_id, *me[1:]],
         )
         return self._held(rows[0]) if rows else None
 
@@ -186,6 +205,15 @@ class Durable:
             return False
         except Exception as e:  # its rows were refused: it is let go all the same
             logger.warning("Run %s is let go with rows the store refused: %s", run_id, e)
+        if idle_since is not None:  # it waits for input: what it was handed and did not
+            await self.journal.fetch(  # take in, no step of it takes in (not handed again)
+                "DELETE FROM llmc_inbox WHERE run_id = ? AND taken = ? AND EXISTS"
+                " (SELECT 1 FROM llmc_runs WHERE run_id = ? AND epoch = ?)",
+                run_id,
+                epoch,
+                run_id,
+                epoch,
+            )
         await self.journal.fetch(
             f"UPDATE llmc_runs SET {_RELEASE}, idle_since = ? WHERE run_id = ? AND epoch = ?",
             idle_since,
@@ -194,7 +222,9 @@ class Durable:
         )
         # Read after the release committed: an event sent meanwhile is seen here, or its
         # sender (which reads the owner after its insert committed) sees the run let go.
-        rows = await self.journal.fetch("SELECT count(*) FROM llmc_inbox WHERE run_id = ?", run_id)
+        rows = await self.journal.fetch(
+            f"SELECT count(*) FROM llmc_runs WHERE run_id = ? AND {WAITING}", run_id
+        )
         self.journal.let_go(run_id)
         waiting = bool(rows[0][0])
         if waiting:
@@ -209,11 +239,8 @@ class Durable:
             await self.journal.fetch(
                 f"UPDATE llmc_runs SET {_RELEASE} WHERE status = 'running' AND owner IS NOT NULL"
             )
-        else:
-            await self.journal.fetch(
-                f"UPDATE llmc_runs SET {_RELEASE} WHERE owner = ? AND status = 'running'",
-                self.worker,
-            )
+        else:  # its own runs of a past life, and those of workers gone unnoticed
+            await self.release(self.worker)
 
     async def stop(self) -> None:
         """Release the runs this worker holds, close the journal, leave the workers."""

@@ -45,6 +45,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -69,6 +70,10 @@ RUN_COLUMNS = (
     " updated_at, completed_at, idle_since, epoch"
 )
 _FACT_COLUMNS = ("run_id", "kind", "key", "body")
+#: The incarnation of a run whose task is running: (run id, the epoch the run was held at
+#: when it started in this process). Set in a run's own tasks (the runtime starts a run in
+#: a context of its own, which its tasks inherit); None elsewhere.
+INCARNATION: ContextVar[tuple[str, int] | None] = ContextVar("llmc_incarnation", default=None)
 
 
 @dataclass(frozen=True)
@@ -79,18 +84,23 @@ class Statement:
         fenced: Written only while this worker holds the run (its epoch, :class:`Fenced`).
         checked: A row that must be new (an at-most-once start): if it is there already,
             the run's barrier raises :class:`AlreadyStarted`.
+        delete: The row is deleted (the one whose columns hold these values), not inserted.
     """
 
     table: str
     columns: tuple[str, ...]
     types: tuple[str, ...]
-    conflict: str
+    conflict: str = ""
     fenced: bool = True
     checked: bool = False
+    delete: bool = False
 
     @property
     def sql(self) -> str:
         """The statement for one row (``?`` placeholders)."""
+        if self.delete:
+            match = " AND ".join(f"{c} = ?" for c in self.columns)
+            return f"DELETE FROM {self.table} WHERE {match}"
         marks = ", ".join("?" for _ in self.columns)
         return (
             f"INSERT INTO {self.table} ({', '.join(self.columns)}) VALUES ({marks})"
@@ -125,6 +135,8 @@ _RUN = Statement(
     " error = excluded.error, updated_at = excluded.updated_at,"
     " completed_at = excluded.completed_at, idle_since = excluded.idle_since",
 )
+#: An inbox row whose event the run took in (deleted with what the run recorded of it).
+_TAKEN = Statement("llmc_inbox", ("run_id", "id"), ("text", "int8"), delete=True)
 Batch = list[tuple[Statement, list[tuple[Any, ...]]]]
 #: A queued row: its statement, its values, the epoch its run was held at when queued.
 _Queued = tuple[Statement, tuple[Any, ...], int | None]
@@ -322,6 +334,18 @@ class Journal:
                 out.append((sql, args))
         return out
 
+    def stale(self, run_id: str) -> bool:
+        """Whether the caller is an incarnation of `run_id` that is over in this process:
+        the run was taken over since it started here (and maybe claimed back here at a new
+        epoch). What it still does on its way out is dropped: its rows, its barriers raise
+        :class:`Fenced`."""
+        incarnation = INCARNATION.get()
+        return (
+            incarnation is not None
+            and incarnation[0] == run_id
+            and incarnation[1] != self.epoch(run_id)
+        )
+
     def epoch(self, run_id: str) -> int | None:
         """The epoch this worker writes `run_id` at (None: it does not hold the run)."""
         held = self.epochs.get(run_id)
@@ -359,6 +383,11 @@ class Journal:
                 run_id, (row.kind, row.key), _RECORD, (run_id, row.kind, row.key, row.body)
             )
 
+    def took(self, run_id: str, inbox_id: int) -> None:
+        """The run took in the event of inbox row `inbox_id` (what it did is queued): the
+        row is deleted by the commit that holds it, fenced like the run's other rows."""
+        self._queue(run_id, _TAKEN, (run_id, inbox_id))
+
     def put_event(self, run_id: str, seq: int, at: float, body: str) -> None:
         """Queue one event of the run's stream (committed with the next facts, or within
         :data:`LAZY_COMMIT` seconds)."""
@@ -373,6 +402,8 @@ class Journal:
     def _queue(
         self, run_id: str, sql: Statement, args: tuple[Any, ...], lazy: bool = False
     ) -> None:
+        if self.stale(run_id):
+            return
         self._facts.append((sql, args, self.epochs.get(run_id)))
         self._mark(run_id, lazy)
 
@@ -384,6 +415,8 @@ class Journal:
         args: tuple[Any, ...],
         lazy: bool = False,
     ) -> None:
+        if self.stale(run_id):  # (it would replace the current incarnation's record)
+            return
         self._records[(run_id, *key)] = (sql, args, self.epochs.get(run_id))
         self._mark(run_id, lazy)
 
@@ -422,9 +455,11 @@ class Journal:
         Raises:
             Exception: As :meth:`barrier`.
         """
-        if commit is not None and not commit.done():
+        if commit is not None and not commit.done() and not self.stale(run_id):
             self._wake.set()
             await asyncio.shield(commit)
+        if self.stale(run_id):
+            raise Fenced(f"Run {run_id} was taken over since this incarnation of it started.")
         failed = self._failed.get(run_id)
         if failed is not None:
             raise failed
@@ -763,6 +798,13 @@ def one_statement(
             arrays.append(f"${len(args)}::{kind}[]")
         columns = ", ".join(sql.columns)
         where = " WHERE u.run_id IN (SELECT run_id FROM ok)" if sql.fenced else ""
+        if sql.delete:
+            match = " AND ".join(f"t.{c} = u.{c}" for c in sql.columns)
+            parts.append(
+                f"w{i} AS (DELETE FROM {sql.table} t USING unnest({', '.join(arrays)})"
+                f" AS u({columns}) WHERE {match} AND u.run_id IN (SELECT run_id FROM ok))"
+            )
+            continue
         parts.append(
             f"w{i} AS (INSERT INTO {sql.table} ({columns}) SELECT * FROM"
             f" unnest({', '.join(arrays)}) AS u({columns}){where} ON CONFLICT {sql.conflict}"

@@ -28,7 +28,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
-from contextvars import ContextVar
+from contextvars import ContextVar, copy_context
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,7 @@ from workflows.runtime.types.plugin import (
 from workflows.workflow import Workflow
 
 from llm_compiler.durable.facts import Row, diff, fold
-from llm_compiler.durable.journal import Journal
+from llm_compiler.durable.journal import INCARNATION, Journal
 from llm_compiler.durable.recovery import resume_events
 from llm_compiler.engine.policy import BEFORE_CALL
 from llm_compiler.engine.state import CompilerState
@@ -152,7 +152,7 @@ class _JournaledRun(BaseInternalRunAdapterDecorator):
 
     @override
     def get_state_store(self, namespace: tuple[str, ...] = ()) -> StateStore[Any] | None:
-        if namespace:
+        if namespace or self._runtime.journal.stale(self.run_id):
             return super().get_state_store(namespace)
         return self._runtime.states.get(self.run_id) or super().get_state_store(namespace)
 
@@ -300,10 +300,17 @@ class JournalRuntime(BaseRuntimeDecorator):
             body = workflow.runtime.get_serializer(workflow).serialize(start_event)
             self.journal.put(run_id, Row("start", "", body))
             self.journal.commit_soon()
-        adapter = super().run_workflow(
-            run_id, workflow, request.init_state, start_event, seed, request.serializer
-        )
-        self._watch(run_id, adapter)
+        epoch = self.journal.epoch(run_id)
+
+        def start() -> ExternalRunAdapter:  # in a context of its own, which its tasks inherit
+            if epoch is not None:
+                INCARNATION.set((run_id, epoch))
+            return super(JournalRuntime, self).run_workflow(
+                run_id, workflow, request.init_state, start_event, seed, request.serializer
+            )
+
+        adapter = copy_context().run(start)
+        self._watch(run_id, adapter, epoch)
         return _RunHandle(adapter, self)
 
     async def before_tool_call(self, started: TaskStarted) -> None:
@@ -331,7 +338,10 @@ class JournalRuntime(BaseRuntimeDecorator):
             await self.journal.barrier(started.run_id)
             _MARKED.set(started.idempotency_key)
 
-    def _watch(self, run_id: str, adapter: ExternalRunAdapter) -> None:
+    def _watch(self, run_id: str, adapter: ExternalRunAdapter, epoch: int | None) -> None:
+        """Call :meth:`finished` when this incarnation of `run_id` (started at `epoch`)
+        ends, unless the run was claimed back here at another epoch meanwhile: the end of
+        an incarnation stopped since is not the run's end here."""
         done = asyncio.ensure_future(adapter.get_result())
         self._live.add(done)
 
@@ -339,7 +349,9 @@ class JournalRuntime(BaseRuntimeDecorator):
             self._live.discard(future)
             if not future.cancelled():
                 future.exception()  # retrieved: the run's own awaiter reports it
-            self.finished(run_id, future)
+            now = self.journal.epoch(run_id)
+            if epoch is None or now is None or now == epoch:
+                self.finished(run_id, future)
             self.forget()
 
         done.add_done_callback(ended)

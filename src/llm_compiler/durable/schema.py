@@ -14,7 +14,8 @@ llmc_runs      one per run: handler, workflow, status, owner, ownership epoch, s
                result or error, times
 llmc_facts     the run's facts and records (:mod:`.facts`), ``start`` and ``started``
 llmc_events    the run's event stream (committed events only, numbered gap-free)
-llmc_inbox     events and cancels sent to a run another worker holds
+llmc_inbox     events and cancels sent to a run, until the commit after their effect
+               (``taken``: the epoch of the owner they were last handed to)
 llmc_workers   the live workers (Postgres)
 llmc_schema    the schema version
 llm_compiler_  results of cacheable tool calls every worker serves (output as jsonb on
@@ -65,6 +66,7 @@ _POSTGRES = [
     "ALTER TABLE llmc_runs ADD COLUMN IF NOT EXISTS epoch BIGINT NOT NULL DEFAULT 0",
     "CREATE TABLE IF NOT EXISTS llmc_inbox (id BIGSERIAL PRIMARY KEY, run_id TEXT NOT NULL,"
     " body TEXT NOT NULL)",
+    "ALTER TABLE llmc_inbox ADD COLUMN IF NOT EXISTS taken BIGINT",
     "CREATE TABLE IF NOT EXISTS llmc_workers (worker TEXT PRIMARY KEY, host TEXT, pid INT,"
     " started_at TIMESTAMPTZ DEFAULT now())",
     _CACHE.format("JSONB"),
@@ -73,9 +75,15 @@ _POSTGRES = [
 _SQLITE = [
     _RUNS,
     "CREATE TABLE IF NOT EXISTS llmc_inbox (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL,"
-    " body TEXT NOT NULL)",
+    " body TEXT NOT NULL, taken BIGINT)",
     _CACHE.format("TEXT"),
     *_COMMON,
+]
+
+#: Columns added since version 1 (table, column, type): SQLite adds them one by one.
+_SQLITE_COLUMNS = [
+    ("llmc_runs", "epoch", "BIGINT NOT NULL DEFAULT 0"),
+    ("llmc_inbox", "taken", "BIGINT"),
 ]
 
 Execute = Callable[[str], Awaitable[list[tuple[Any, ...]]]]
@@ -109,10 +117,11 @@ async def upgrade(kind: str, execute: Execute) -> int:
         await execute(f"SELECT pg_advisory_xact_lock({DDL_LOCK})")
     for ddl in statements(kind):
         await execute(ddl)
-    if kind == "sqlite":  # a table of version 1 lacks the epoch (no ADD COLUMN IF NOT EXISTS)
-        columns = {str(row[1]) for row in await execute("PRAGMA table_info(llmc_runs)")}
-        if "epoch" not in columns:
-            await execute("ALTER TABLE llmc_runs ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0")
+    if kind == "sqlite":  # older tables lack columns (no ADD COLUMN IF NOT EXISTS)
+        for table, column, ddl in _SQLITE_COLUMNS:
+            columns = {str(row[1]) for row in await execute(f"PRAGMA table_info({table})")}
+            if column not in columns:
+                await execute(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
     before = await current(execute)
     if before > VERSION:
         raise ConfigurationError(

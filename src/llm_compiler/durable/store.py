@@ -10,11 +10,13 @@ take back), so a client reconnecting with ``Last-Event-ID`` gets exactly the run
 
 :class:`ServedRuntime` claims the runs nobody holds (at start, when a worker died, when
 there is room under ``--max-runs``), resumes them with a :class:`RunResumed` mark on their
-stream, and carries events and cancels to runs another worker holds (``llmc_inbox``,
-woken with NOTIFY: an event leaves the inbox only in the transaction that hands it to the
-run's current owner, one drain per run at a time, in order). A run waiting for input
-leaves memory after ``idle_release`` seconds; the next event sent to it, through any
-worker, loads it again (and a run released while an event waited for it is claimed).
+stream, and carries events and cancels to runs through ``llmc_inbox`` (woken with
+NOTIFY): an event is handed to the run's current owner in a transaction that checks its
+epoch (one drain per run at a time, in order) and leaves the inbox with the owner's first
+commit after the run took it in; a takeover before that hands it to the next owner. A
+run waiting for input leaves memory after ``idle_release`` seconds; the next event sent
+to it, through any worker, loads it again (and a run released while an event waited for
+it is claimed).
 """
 
 from __future__ import annotations
@@ -40,7 +42,12 @@ from workflows.context.state_store import (
 from workflows.events import Event, StopEvent, WorkflowIdleEvent
 from workflows.runtime.runtime_decorators import BaseInternalRunAdapterDecorator
 from workflows.runtime.types.plugin import ExternalRunAdapter, InternalRunAdapter
-from workflows.runtime.types.ticks import TickAddEvent, TickCancelRun, WorkflowTick
+from workflows.runtime.types.ticks import (
+    TickAddEvent,
+    TickCancelRun,
+    TickStepResult,
+    WorkflowTick,
+)
 from workflows.workflow import Workflow
 
 from llm_compiler._upstream import StoredEvent, StoredTick, decode_persistent_handler
@@ -49,7 +56,7 @@ from llm_compiler.durable.config import IDLE_RELEASE, OUTAGE_LIMIT
 from llm_compiler.durable.events import RunResumed
 from llm_compiler.durable.facts import Row, fold
 from llm_compiler.durable.journal import EVENTS_CHANNEL, Journal, RunRecord
-from llm_compiler.durable.runtime import JournalRuntime, RunRequest
+from llm_compiler.durable.runtime import JournalRuntime, RunRequest, _RunHandle
 from llm_compiler.durable.spec import StoreSpec
 from llm_compiler.engine.state import CompilerState
 
@@ -60,11 +67,16 @@ _HANDLERS = (
     "SELECT handler_id, workflow, status, run_id, error, result, started_at, updated_at,"
     " completed_at, idle_since FROM llmc_runs"
 )
-#: Hands the run's inbox to its owner: deleted only while the run's row holds the
-#: owner's epoch (``{lock}``: ``FOR SHARE`` on Postgres, so a takeover waits for it).
+#: Hands the run's inbox to its owner: the rows not handed to it yet are marked taken at
+#: its epoch, only while the run's row holds that epoch (``{lock}``: ``FOR SHARE`` on
+#: Postgres, so a takeover waits for it). A row stays until the owner's commit that
+#: follows the run's taking the event in (:meth:`~.journal.Journal.took`): an owner taken
+#: for dead before that hands it on, to the next owner (a higher epoch).
 _DRAIN = (
-    "WITH own AS (SELECT run_id FROM llmc_runs WHERE run_id = ? AND epoch = ?{lock})"
-    " DELETE FROM llmc_inbox WHERE run_id IN (SELECT run_id FROM own) RETURNING id, body"
+    "WITH own AS (SELECT run_id, epoch FROM llmc_runs WHERE run_id = ? AND epoch = ?{lock})"
+    " UPDATE llmc_inbox SET taken = (SELECT epoch FROM own) WHERE run_id IN"
+    " (SELECT run_id FROM own) AND (taken IS NULL OR taken < (SELECT epoch FROM own))"
+    " RETURNING id, body"
 )
 
 
@@ -136,6 +148,8 @@ class JournalStore(AbstractWorkflowStore):
     ) -> StateStore[Any]:
         if namespace:
             return InMemoryStateStore(state_type() if state_type else CompilerState())
+        if self.journal.stale(run_id):  # an incarnation over here: it reads, never writes
+            return StateStoreFacade(_Folded(self.journal, run_id), state_type or CompilerState)
         live = self.runtime.states.get(run_id)
         if live is None and serialized_state is not None:
             live = self.runtime.state_store(run_id, state_type)
@@ -280,6 +294,8 @@ class JournalStore(AbstractWorkflowStore):
         error: str | None = None,
         idle_since: Any = "unset",
     ) -> None:
+        if self.journal.stale(run_id):  # the end of an incarnation over here: not the run's
+            return
         handler = self.held.get(run_id)
         if handler is None:
             found = await self.query(HandlerQuery(run_id_in=[run_id]))
@@ -298,11 +314,12 @@ class JournalStore(AbstractWorkflowStore):
             handler.error = error
         if idle_since != "unset":
             handler.idle_since = idle_since
-        self._put(handler)
         if handler.status != "running":
-            self.held.pop(run_id, None)
-            await self.journal.barrier(run_id)
-            self.journal.let_go(run_id)
+            self.runtime.took_in(run_id, None)  # its end records what it was handed
+        self._put(handler)
+        if handler.status != "running":  # not awaited: committed with the event written
+            self.held.pop(run_id, None)  # next, the run's last (its end and its stream's
+            self.journal.let_go(run_id)  # end stand or fall together)
 
     @override
     async def delete(self, query: HandlerQuery) -> int:
@@ -334,8 +351,8 @@ class JournalStore(AbstractWorkflowStore):
 
     @override
     async def append_event(self, run_id: str, event: EventEnvelopeWithMetadata) -> None:
-        if run_id in self._gone:  # the run stopped here: another worker writes its stream
-            return
+        if run_id in self._gone or self.journal.stale(run_id):
+            return  # the run stopped here: another incarnation writes its stream
         seq = self._next.get(run_id, 0)
         self._next[run_id] = seq + 1
         at = time.time()
@@ -470,6 +487,21 @@ class RemoteRun(ExternalRunAdapter):
         raise WorkflowRuntimeError(found[0].error if found else f"No run {self._run_id}.")
 
 
+class _HeldRun(_RunHandle):
+    """A run held here, as a client sees it: what a client sends it goes through the inbox
+    (:meth:`ServedRuntime.deliver`), so a takeover before the run recorded it loses none."""
+
+    _runtime: ServedRuntime
+
+    @override
+    async def send_event(self, tick: WorkflowTick) -> None:
+        targeted = isinstance(tick, TickAddEvent) and tick.step_id is not None
+        if targeted or not isinstance(tick, (TickAddEvent, TickCancelRun)):
+            await super().send_event(tick)  # (the inbox keeps no step)
+            return
+        await self._runtime.deliver(self.run_id, tick)
+
+
 class ServedRuntime(JournalRuntime):
     """The runtime of a durable server: claims, resumes, idle release, remote runs."""
 
@@ -486,8 +518,12 @@ class ServedRuntime(JournalRuntime):
         self._idle: dict[str, asyncio.TimerHandle] = {}
         self._quiet: set[str] = set()
         self._drains: dict[str, asyncio.Lock] = {}
+        self._handed: dict[str, dict[int, Event | None]] = {}
+        """Per run held here: the inbox rows handed to it whose event it has not taken in
+        yet (None: a cancel, taken in when the run ends)."""
         self._store: JournalStore | None = None
         self.claims_stopped = False
+        self._leased: asyncio.Future[None] | None = None
 
     @property
     def backend(self) -> Durable:
@@ -534,6 +570,8 @@ class ServedRuntime(JournalRuntime):
     @override
     async def destroy(self) -> None:
         self.stop_claiming()
+        if self._leased is not None:
+            self._leased.cancel()
         for handle in self._idle.values():
             handle.cancel()
         if self._claiming is not None:
@@ -595,10 +633,23 @@ class ServedRuntime(JournalRuntime):
         self.claims_stopped = True
 
     def room(self) -> int | None:
-        """How many more runs this worker may hold (None: no cap)."""
+        """How many more runs this worker may hold (None: no cap); 0 while its
+        liveness lock is away: a run it took then would have nobody to release it if it
+        died (once the lock is back, it claims again)."""
         if self.claims_stopped:
             return 0
+        if not self.lease.is_set():
+            if self._leased is None:
+                self._leased = asyncio.ensure_future(self._claim_when_leased())
+            return 0
         return None if self.max_runs is None else self.max_runs - len(self.holding)
+
+    async def _claim_when_leased(self) -> None:
+        try:
+            await self.lease.wait()
+        finally:
+            self._leased = None
+        self.on_room()
 
     def reserve(self, run_id: str) -> bool:
         """Hold a new run here if there is room (else it waits in the queue)."""
@@ -641,9 +692,8 @@ class ServedRuntime(JournalRuntime):
             )
             await self.backend.let_go(record.run_id)
             return
-        if record.run_id in self.holding:  # taken from this worker, then claimed back:
-            self._stop(record.run_id)  # the old incarnation stops; the run resumes anew
-            await asyncio.sleep(0)  # (its cancelled tasks unwind)
+        if record.run_id in self.holding:  # taken from this worker, then claimed back: the
+            self._stop(record.run_id)  # old incarnation stops, all it does now is dropped
         self.holding.add(record.run_id)
         try:
             await self.resume(record.run_id, workflow)
@@ -657,6 +707,7 @@ class ServedRuntime(JournalRuntime):
     @override
     def finished(self, run_id: str, outcome: asyncio.Future[Any]) -> None:
         self._drains.pop(run_id, None)
+        self._handed.pop(run_id, None)
         if run_id in self.holding:
             self.holding.discard(run_id)
             if self.max_runs is not None:  # room for a run waiting in the queue
@@ -669,8 +720,10 @@ class ServedRuntime(JournalRuntime):
             self.on_room()
 
     def _stop(self, run_id: str) -> None:
-        """Stop this process's incarnation of `run_id` at once."""
+        """Stop this process's incarnation of `run_id` at once (what it was handed and did
+        not take in is handed to its next owner)."""
         self.holding.discard(run_id)
+        self._handed.pop(run_id, None)
         self.store.held.pop(run_id, None)
         self._touch(run_id)
         self.stop_here(run_id)
@@ -698,7 +751,7 @@ class ServedRuntime(JournalRuntime):
     @override
     def get_external_adapter(self, run_id: str) -> ExternalRunAdapter:
         if run_id in self.holding:
-            return super().get_external_adapter(run_id)
+            return _HeldRun(self._decorated.get_external_adapter(run_id), self)
         return RemoteRun(self, run_id)
 
     @override
@@ -708,17 +761,18 @@ class ServedRuntime(JournalRuntime):
     # ------------------------------------------------------------------ events to runs
 
     async def deliver(self, run_id: str, tick: WorkflowTick) -> None:
-        """Send `tick` to `run_id`: here if held here (or taken up now), else via the inbox
-        (and if the run's owner let it go meanwhile, it is taken up here after all)."""
+        """Send `tick` to `run_id` through the inbox: it waits there until the run's owner
+        recorded what it did. Handed here if the run is held here (or taken up now), else
+        to the worker that holds it (and if its owner let it go meanwhile, the run is taken
+        up here after all)."""
         await self._take(run_id)
-        if run_id in self.holding:
-            self._touch(run_id)
-            await super().get_external_adapter(run_id).send_event(tick)
-            return
         body = self._encode(run_id, tick)
         await self.journal.fetch(
             "INSERT INTO llmc_inbox (run_id, body) VALUES (?, ?)", run_id, body
         )
+        if run_id in self.holding:
+            await self.drain(run_id)
+            return
         if self.backend.spec.kind == "postgres":
             await self.journal.fetch("SELECT pg_notify(?, ?)", INBOX_CHANNEL, run_id)
         # Read after the insert committed: an owner releasing the run either sees the row
@@ -727,8 +781,8 @@ class ServedRuntime(JournalRuntime):
 
     async def _take(self, run_id: str) -> None:
         """Take `run_id` up here if nobody holds it (it waits for input, or in the queue),
-        unless this worker has stopped claiming runs (it drains)."""
-        if run_id in self.holding or self.claims_stopped:
+        unless this worker has stopped claiming runs (it drains) or its lock is away."""
+        if run_id in self.holding or self.claims_stopped or not self.lease.is_set():
             return
         record = await self.backend.take(run_id)
         if record is not None:
@@ -756,9 +810,11 @@ class ServedRuntime(JournalRuntime):
         return lock
 
     async def drain(self, run_id: str) -> None:
-        """Deliver what waits in the inbox for a run held here: the rows are deleted in the
-        transaction that checks this worker's epoch, and handed to the run before anything
-        else may let the run go (one drain of a run at a time, in the order sent)."""
+        """Deliver what waits in the inbox for a run held here: the rows are marked taken at
+        this worker's epoch in the transaction that checks it, and handed to the run before
+        anything else may let the run go (one drain of a run at a time, in the order sent).
+        A row is deleted with the commit after the run took its event in (:meth:`took_in`),
+        or after its end (a cancel)."""
         async with self._drain_lock(run_id):
             epoch = self.journal.epochs.get(run_id)
             if run_id not in self.holding or epoch is None:
@@ -771,18 +827,33 @@ class ServedRuntime(JournalRuntime):
                 logger.error("Run %s left this worker while its inbox was handed to it.", run_id)
             workflow = self._workflow_of(run_id)
             adapter = super().get_external_adapter(run_id)
+            handed = self._handed.setdefault(run_id, {})
             self._touch(run_id)
-            for _, body in sorted(rows):
+            for inbox_id, body in sorted(rows):
                 message = json.loads(body)
                 if message.get("cancel"):
+                    handed[int(inbox_id)] = None
                     await adapter.send_event(TickCancelRun())
                     continue
                 try:
                     event = workflow.runtime.get_serializer(workflow).deserialize(message["event"])
                 except ValueError as e:  # not an event a client may send this workflow
                     logger.error("Run %s: an inbox event was dropped: %s", run_id, e)
+                    self.journal.took(run_id, int(inbox_id))
                     continue
+                handed[int(inbox_id)] = event
                 await adapter.send_event(TickAddEvent(event=event))
+
+    def took_in(self, run_id: str, event: Event | None) -> None:
+        """A step of `run_id` took `event` in (and queued what it did); None: the run ended.
+        The inbox rows of what it took in go with the run's next commit."""
+        handed = self._handed.get(run_id)
+        if not handed:
+            return
+        for inbox_id, sent in list(handed.items()):
+            if event is None or sent is event:
+                del handed[inbox_id]
+                self.journal.took(run_id, inbox_id)
 
     # ------------------------------------------------------------------ idle release
 
@@ -814,6 +885,7 @@ class ServedRuntime(JournalRuntime):
                 return
             self._quiet.discard(run_id)
             self.holding.discard(run_id)
+            self._handed.pop(run_id, None)
             self.store.held.pop(run_id, None)
             self.stop_here(run_id)
             waiting = await self.backend.let_go(run_id, idle_since=time.time())
@@ -833,11 +905,19 @@ class _IdleWatch(BaseInternalRunAdapterDecorator):
 
     @override
     async def write_to_event_stream(self, event: Event) -> None:
+        if self._runtime.journal.stale(self.run_id):  # an incarnation over here
+            return
         if isinstance(event, WorkflowIdleEvent):
             self._runtime.went_idle(self.run_id)
         else:
             self._runtime.active(self.run_id)
         await super().write_to_event_stream(event)
+
+    @override
+    async def on_tick(self, tick: WorkflowTick) -> None:
+        if isinstance(tick, TickStepResult):  # a step ended: what it did is queued
+            self._runtime.took_in(self.run_id, tick.event)
+        await super().on_tick(tick)
 
 
 class ServedDurable(Durable):

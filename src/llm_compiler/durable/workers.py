@@ -280,13 +280,9 @@ class PostgresLiveness:
                 # long to reconnect and take its lock back before it counts as dead.
                 await asyncio.sleep(grace)
             await conn.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", _key(worker))
-            try:
-                listed = await conn.fetchval(
-                    f"SELECT count(*) FROM {TABLE} WHERE worker = $1", worker
-                )
-                if listed:
-                    await self.release(worker)
-                    await conn.execute(f"DELETE FROM {TABLE} WHERE worker = $1", worker)
+            try:  # unlisted first: from then on it takes no run (it may live on)
+                await conn.execute(f"DELETE FROM {TABLE} WHERE worker = $1", worker)
+                await self.release(worker)
             finally:
                 await conn.execute(
                     "SELECT pg_advisory_unlock(hashtextextended($1, 0))", _key(worker)
