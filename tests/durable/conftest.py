@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -70,22 +71,32 @@ TASK_CALLS = {
 }
 
 
+def _select(database: str, query: str, value: str) -> list[tuple[Any, ...]]:
+    """The rows of `query` (one ``{mark}`` for `value`) on the store at `database`."""
+    if database.startswith("sqlite:///"):
+        import sqlite3
+
+        with sqlite3.connect(database.removeprefix("sqlite:///")) as db:
+            return db.execute(query.format(mark="?"), (value,)).fetchall()
+    import psycopg
+
+    with psycopg.connect(database) as db:
+        return db.execute(query.format(mark="%s"), (value,)).fetchall()
+
+
+def run_of(database: str, handler_id: str) -> str:
+    """The run id of `handler_id`, read from the store (its worker may be stopped)."""
+    rows = _select(database, "SELECT run_id FROM llmc_runs WHERE handler_id = {mark}", handler_id)
+    assert rows, f"no run for handler {handler_id}"
+    return str(rows[0][0])
+
+
 def journaled(database: str, run_id: str) -> set[tuple[str, str]]:
     """The calls whose outcome is in the journal of `run_id` (read it right after a kill: a
     result can reach the event stream before its fact is committed, and only a committed
     fact is promised never to run again): the planner's once round 0's plan is recorded
     complete, a tool's once its task's result is, the joiner's once the answer is."""
-    query = "SELECT kind, key, body FROM llmc_facts WHERE run_id = {mark}"
-    if database.startswith("sqlite:///"):
-        import sqlite3
-
-        with sqlite3.connect(database.removeprefix("sqlite:///")) as db:
-            rows = db.execute(query.format(mark="?"), (run_id,)).fetchall()
-    else:
-        import psycopg
-
-        with psycopg.connect(database) as db:
-            rows = db.execute(query.format(mark="%s"), (run_id,)).fetchall()
+    rows = _select(database, "SELECT kind, key, body FROM llmc_facts WHERE run_id = {mark}", run_id)
     out: set[tuple[str, str]] = set()
     for kind, key, body in rows:
         if kind == "round" and key == "0" and json.loads(body)["complete"]:

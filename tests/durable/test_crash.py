@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import TASK_CALLS, Calls, Worker, journaled
+from .conftest import TASK_CALLS, Calls, Worker, journaled, run_of
 from .crash_app import ANSWER
 
 pytestmark = pytest.mark.timeout(120)
@@ -41,9 +41,9 @@ def test_a_run_killed_at_any_point_finishes_once_restarted(point, database, call
     first = Worker(database, calls, crash_at=point)
     workers.append(first)
     handler_id = first.start_run()
-    run_id = first.run_id(handler_id)
     calls.wait_for("blocked", point)
-    first.kill()
+    first.kill()  # the run id comes from the store: a worker held at `schedule` answers nothing
+    run_id = run_of(database, handler_id)
     recorded = journaled(database, run_id)
 
     again = Worker(database, calls)
@@ -91,9 +91,9 @@ def test_a_sqlite_store_resumes_a_killed_run(tmp_path, calls: Calls, workers):
     first = Worker(store, calls, crash_at="tool")
     workers.append(first)
     handler_id = first.start_run()
-    run_id = first.run_id(handler_id)
     calls.wait_for("blocked", "tool")
     first.kill()
+    run_id = run_of(store, handler_id)
     recorded = journaled(store, run_id)
 
     again = Worker(store, calls)
