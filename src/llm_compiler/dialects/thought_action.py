@@ -57,11 +57,11 @@ Observation: The Statue of Liberty was dedicated in 1886.
 Thought: 1886 is before 1889.
 Action: Finish(The Statue of Liberty (1886) is 3 years older than the Eiffel Tower (1889).)
 <END_OF_RESPONSE>
-Question: What is the population of the country whose capital is Canberra?
-1. search("Canberra")
-Observation: Canberra is the capital city of Australia.
-Thought: I know the country but not its population.
-Action: Replan(Search for the population of Australia.)
+Question: Who runs the company that makes the Walkman?
+1. search("Walkman")
+Observation: The Walkman is a portable music player made by Sony.
+Thought: I know the company but not who runs it.
+Action: Replan(Search for who runs Sony.)
 <END_OF_RESPONSE>
 """
 

@@ -40,8 +40,8 @@ Reasoning: The small boxes held [FUNC multiply(12, 8) = y1] pens and the large o
 Question: Who wrote Hamlet, and where was the author born?
 Reasoning: Hamlet was written by [FUNC search("author of Hamlet") = y1], who was born in \
 [FUNC search("birthplace of y1") = y2].
-Question: What is the capital of France?
-Reasoning: The capital of France is Paris.
+Question: How many sides does a triangle have?
+Reasoning: A triangle has 3 sides.
 """
 
 EXAMPLE_NOTE = "The examples illustrate the format; their functions may differ from yours.\n"

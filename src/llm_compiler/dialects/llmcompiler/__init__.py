@@ -51,8 +51,8 @@ class LLMCompilerDialect:
         shared_prefix: Under constrained decoding, start the joiner's prompt with the
             planner's instructions, tools and examples (see :meth:`joiner_request`).
             Off by default: the 270M model, shown the planner's text first, answered
-            from the wrong example ("I could not find the mountain") where without it
-            it answered right.
+            from the wrong example (naming a value only an example held) where without
+            it it answered right.
         joiner: The joiner's reply: ``"text"`` (``Thought:``/``Action: Finish(...)``,
             a grounded GBNF answer when constrained) or ``"json"`` (one JSON object,
             :mod:`~llm_compiler.dialects.json_joiner`: a JSON schema as the chat

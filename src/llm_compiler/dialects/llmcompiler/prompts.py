@@ -40,9 +40,9 @@ Question: Which is older, the Eiffel Tower or the Statue of Liberty, and by how 
 2. search("Statue of Liberty")
 3. join()
 <END_OF_PLAN>
-Question: What is the population density of the country whose capital is Canberra?
-1. search("Canberra")
-Thought: The density needs the country's population and area, found after step 1.
+Question: Who runs the company that makes the Walkman?
+1. search("Walkman")
+Thought: Who runs it needs the company's name, found after step 1.
 2. join()
 <END_OF_PLAN>
 """
