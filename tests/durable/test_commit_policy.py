@@ -62,9 +62,52 @@ async def test_results_of_parallel_tasks_share_a_commit(tmp_path, monkeypatch):
         await runtime.destroy()
     with_results = [kinds for kinds in commits if "result" in kinds]
     assert sum(kinds.count("result") for kinds in with_results) == 9
-    # One commit per result before; now the joiner's barrier commits them together.
+    # One commit per result once; now they go together, with the answer.
     assert len(with_results) == 1, commits
     assert len(commits) <= 6, commits
+
+
+async def test_the_joiner_starts_at_once_and_its_answer_is_committed_with_what_it_read(
+    tmp_path, monkeypatch
+):
+    """The joiner does not wait for its results' commit; the answer's commit holds them
+    (commits are in order), and the answer is returned only once committed."""
+    monkeypatch.setattr(journal, "LAZY_COMMIT", 30.0)  # only barriers start commits here
+    db = tmp_path / "j.db"
+    runtime = durable_runtime(f"sqlite:///{db}")
+    run_id = uuid.uuid4().hex
+    at_joiner: list[set[str]] = []
+
+    def reply(call: Any) -> str:
+        if "Finish(" not in call.prompt:
+            return '1. fetch("a")\n2. fetch("b")\n3. join()'
+        at_joiner.append({kind for kind, _, _ in committed_rows(db, run_id)})
+        return FINISH
+
+    wf = LLMCompilerWorkflow(
+        tools=[policy(side_effect="pure")(fetch)],
+        llm=ScriptedLLM(reply),
+        runtime=runtime,
+        timeout=30,
+    )
+    await runtime.launch()
+    commits: list[list[str]] = []
+    write = runtime.journal.driver.write
+
+    async def counted(batch: Any, runs: set[str], epochs: Any) -> Any:
+        commits.append([args[1] for _, rows in batch for args in rows if len(args) == 4])
+        return await write(batch, runs, epochs)
+
+    runtime.journal.driver.write = counted  # type: ignore[method-assign]
+    try:
+        assert str(await wf.run(user_msg="two", run_id=run_id)) == "all values"
+        state = fold(committed_rows(db, run_id))  # committed when the answer was returned
+    finally:
+        await runtime.destroy()
+    assert len(at_joiner) == 1 and "result" not in at_joiner[0], at_joiner
+    assert state is not None and state.answer == "all values" and len(state.outcomes) == 2
+    last = [kinds for kinds in commits if "head" in kinds][-1]
+    assert last.count("result") == 2, commits  # the answer and what it rests on: one commit
 
 
 async def test_a_verdict_request_is_committed_before_a_client_sees_it(tmp_path):

@@ -530,10 +530,12 @@ async def test_a_runs_end_and_its_last_event_are_committed_together(database, ca
     async with served(database, "one", calls, monkeypatch) as one:
         store, journal = one.durable.store, one.durable.journal
         append = store.append_event
-        died = asyncio.Event()
+        died, answered = asyncio.Event(), asyncio.Event()
 
         async def dying(run_id: str, event: Any) -> None:
             if event.type == "StopEvent" and not died.is_set():
+                # A run this quick may end before its start is answered: the start first.
+                await asyncio.wait_for(answered.wait(), 30)
                 died.set()
                 assert journal._flusher is not None
                 journal._flusher.cancel()  # kill -9: no commit from now on
@@ -543,6 +545,7 @@ async def test_a_runs_end_and_its_last_event_are_committed_together(database, ca
         try:
             body = {"start_event": {"user_msg": "alpha, beta and gamma?"}}
             r = await one.post("/workflows/compiler/run-nowait", json=body)
+            answered.set()
             assert r.status_code == 200, r.text
             handler = r.json()["handler_id"]
             await asyncio.wait_for(died.wait(), 30)

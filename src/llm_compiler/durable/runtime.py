@@ -5,15 +5,17 @@ seams, none of them inside the engine:
 
 - **State.** Each run's state store is an in-memory one whose writes queue the rows of
   what they add (:mod:`.facts`) to the :class:`~.journal.Journal`.
-- **Steps.** The joiner and a verdict on a held plan start once the run's queued rows are
-  committed (:meth:`~.journal.Journal.barrier`): every result the joiner reads survives
-  a crash. A tool call that is not ``pure`` waits for the commit of the rows its run had
-  queued once its plan line and its inputs' results were there (not for its siblings'
-  results settled since), so a call run again after a crash has the same arguments and
-  idempotency key; an ``at_most_once`` call also waits for its start's commit. The
-  planner, the scheduler and ``pure`` calls do not wait: what a crash takes from them
-  before its commit (a row waits :data:`~.journal.LAZY_COMMIT` at most for one to start)
-  they do again, harmlessly.
+- **Steps.** A verdict on a held plan starts once the run's queued rows are committed
+  (:meth:`~.journal.Journal.barrier`). A tool call that is not ``pure`` waits for the
+  commit of the rows its run had queued once its plan line and its inputs' results were
+  there (not for its siblings' results settled since), so a call run again after a crash
+  has the same arguments and idempotency key; an ``at_most_once`` call also waits for its
+  start's commit. The planner, the scheduler, the joiner and ``pure`` calls do not wait:
+  what a crash takes from them before its commit (a row waits
+  :data:`~.journal.LAZY_COMMIT` at most for one to start) they do again. Rows are
+  committed in order, so the joiner's answer or replan verdict is never committed without
+  the results it read; a crash before that commit asks the joiner again, on the results
+  as resumed (a cut ``at_most_once`` call's is "outcome unknown").
 - **Answers.** The run's ``StopEvent`` is published only once its answer is committed,
   and a request for a verdict (an ``InputRequiredEvent``) once the facts it rests on are.
 
@@ -68,8 +70,10 @@ logger = logging.getLogger(__name__)
 STATES_KEPT = 256
 #: Steps that start without waiting for a commit: the scheduler only records facts; the
 #: planner acts on the question (committed before a served start is answered) or on a
-#: replan verdict (cut before its commit, the joiner is asked again).
-UNGATED_STEPS = frozenset({"schedule", "plan"})
+#: replan verdict, and the joiner on results: cut before their commit, the joiner is
+#: asked again, on the results as resumed. What they write is committed after what they
+#: read (commits are in order), and nothing they emit is shown before its commit.
+UNGATED_STEPS = frozenset({"schedule", "plan", "join"})
 #: Steps whose tool calls wait in the runtime's hook (:meth:`JournalRuntime.before_tool_call`)
 #: for the facts of their task only.
 CALL_GATED_STEPS = frozenset({"execute"})
@@ -131,9 +135,10 @@ class JournaledStateStore(InMemoryStateStore[Any]):
             rows = diff(old if isinstance(old, CompilerState) else None, state)
             for row in rows:
                 self._journal.put(self._run_id, row)
-            if any(row.kind == "llm" for row in rows):
-                # A model call ended (a plan, a verdict): the costliest fact to redo is
-                # committed at once; tools' results ride with the next commit.
+            if state.answer is None and any(row.kind == "llm" for row in rows):
+                # A model call ended (a plan, a replan verdict): the costliest fact to redo
+                # is committed at once; tools' results ride with the next commit. An
+                # answer is committed by the barrier of its StopEvent, with the stream's end.
                 self._journal.commit_soon()
             commit = self._journal.pending(self._run_id)
             for task_id, task in state.tasks.items():
