@@ -37,6 +37,19 @@ def scripted(runtime: Any, plan: str, *tools: Any) -> LLMCompilerWorkflow:
     )
 
 
+def counted_commits(runtime: Any) -> list[list[str]]:
+    """The kinds of the fact rows in each commit `runtime`'s journal makes from now on."""
+    commits: list[list[str]] = []
+    write = runtime.journal.driver.write
+
+    async def counted(batch: Any, runs: set[str], epochs: Any) -> Any:
+        commits.append([args[1] for _, rows in batch for args in rows if len(args) == 4])
+        return await write(batch, runs, epochs)
+
+    runtime.journal.driver.write = counted
+    return commits
+
+
 def committed_rows(db: Path, run_id: str) -> list[tuple[str, str, str]]:
     with sqlite3.connect(db) as conn:
         sql = "SELECT kind, key, body FROM llmc_facts WHERE run_id = ?"
@@ -48,14 +61,7 @@ async def test_results_of_parallel_tasks_share_a_commit(tmp_path, monkeypatch):
     runtime = durable_runtime(f"sqlite:///{tmp_path / 'j.db'}")
     wf = scripted(runtime, NINE)
     await runtime.launch()
-    commits: list[list[str]] = []
-    write = runtime.journal.driver.write
-
-    async def counted(batch: Any, runs: set[str], epochs: Any) -> Any:
-        commits.append([args[1] for _, rows in batch for args in rows if len(args) == 4])
-        return await write(batch, runs, epochs)
-
-    runtime.journal.driver.write = counted  # type: ignore[method-assign]
+    commits = counted_commits(runtime)
     try:
         assert str(await wf.run(user_msg="nine", run_id=uuid.uuid4().hex)) == "all values"
     finally:
@@ -91,14 +97,7 @@ async def test_the_joiner_starts_at_once_and_its_answer_is_committed_with_what_i
         timeout=30,
     )
     await runtime.launch()
-    commits: list[list[str]] = []
-    write = runtime.journal.driver.write
-
-    async def counted(batch: Any, runs: set[str], epochs: Any) -> Any:
-        commits.append([args[1] for _, rows in batch for args in rows if len(args) == 4])
-        return await write(batch, runs, epochs)
-
-    runtime.journal.driver.write = counted  # type: ignore[method-assign]
+    commits = counted_commits(runtime)
     try:
         assert str(await wf.run(user_msg="two", run_id=run_id)) == "all values"
         state = fold(committed_rows(db, run_id))  # committed when the answer was returned
