@@ -1,0 +1,112 @@
+"""Retention under a soak: real workers serving runs without pause with ``--retain`` keep
+their tables bounded. At every moment, no run that finished longer ago than its age and
+one prune interval (and a loaded machine's slack) is left, no row outlives its run, and a
+stopped or killed worker's row is gone; once the clients stop, the tables empty."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from .conftest import Calls, Worker
+
+pytestmark = pytest.mark.timeout(180)
+
+RETAIN = 2.0  # --retain 2s: pruned at start, then every RETAIN / 4
+SOAK = 10.0
+SLACK = 4.0
+RUN_TABLES = ("llmc_facts", "llmc_events", "llmc_inbox")
+
+
+def snapshot(database: str, cutoff: float) -> dict[str, int]:
+    """Row counts of the store's tables; finished runs older than `cutoff` (epoch seconds);
+    rows of runs that have no run row."""
+    import psycopg
+
+    with psycopg.connect(database) as db:
+        out = {
+            table: int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # type: ignore[index]
+            for table in ("llmc_runs", *RUN_TABLES, "llmc_workers")
+        }
+        old = "SELECT count(*) FROM llmc_runs WHERE status <> 'running' AND completed_at < %s"
+        out["old"] = int(db.execute(old, (cutoff,)).fetchone()[0])  # type: ignore[index]
+        out["orphans"] = sum(
+            int(
+                db.execute(  # type: ignore[index]
+                    f"SELECT count(*) FROM {table} t"
+                    " WHERE NOT EXISTS (SELECT 1 FROM llmc_runs r WHERE r.run_id = t.run_id)"
+                ).fetchone()[0]
+            )
+            for table in RUN_TABLES
+        )
+    return out
+
+
+def client_loop(url: str, stop: threading.Event, done: list[float], errors: list[str]) -> None:
+    """Start a run, wait for its end, again, until `stop`."""
+    with httpx.Client(base_url=url, timeout=30) as client:
+        while not stop.is_set():
+            body = {"start_event": {"user_msg": "alpha, beta and gamma?"}}
+            r = client.post("/workflows/compiler/run-nowait", json=body)
+            if r.status_code != 200:
+                errors.append(r.text)
+                return
+            handler = r.json()["handler_id"]
+            while client.get(f"/handlers/{handler}").json()["status"] == "running":
+                time.sleep(0.05)
+            done.append(time.time())
+
+
+def test_tables_stay_bounded_under_a_soak(database, calls: Calls, workers: list[Worker]):
+    retain = ("--retain", f"{RETAIN:g}s")
+    a, b = Worker(database, calls, *retain), Worker(database, calls, *retain)
+    workers += [a, b]
+    stop, done, errors = threading.Event(), [], []
+    threads = [
+        threading.Thread(target=client_loop, args=(w.url, stop, done, errors)) for w in (a, b, a)
+    ]
+    for t in threads:
+        t.start()
+    samples: list[dict[str, int]] = []
+    start = time.monotonic()
+    churned = killed = None
+    try:
+        while time.monotonic() - start < SOAK:
+            elapsed = time.monotonic() - start
+            if churned is None and elapsed > 2:  # a worker that joins, then stops
+                churned = Worker(database, calls, *retain)
+                workers.append(churned)
+            if churned is not None and churned.proc.poll() is None and elapsed > 4:
+                churned.stop()
+            if killed is None and elapsed > 5:  # one killed with -9
+                killed = Worker(database, calls, *retain)
+                workers.append(killed)
+            if killed is not None and killed.proc.poll() is None and elapsed > 7:
+                killed.kill()
+            samples.append(snapshot(database, time.time() - RETAIN - RETAIN / 4 - SLACK))
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not errors, errors[:3]
+    assert len(done) >= 30, len(done)  # a soak, not a handful
+    for sample in samples:
+        assert sample["old"] == 0 and sample["orphans"] == 0, sample
+    assert max(s["llmc_runs"] for s in samples) < len(done), samples
+
+    # The clients stopped: every finished run goes within its age and a prune interval;
+    # the stopped and the killed worker's rows are gone.
+    deadline = time.monotonic() + RETAIN + RETAIN / 4 + SLACK + 10
+    while True:
+        last = snapshot(database, time.time())
+        if last["llmc_runs"] == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    assert {k: last[k] for k in ("llmc_runs", *RUN_TABLES, "orphans")} == dict.fromkeys(
+        ("llmc_runs", *RUN_TABLES, "orphans"), 0
+    ), (last, len(done))
+    assert last["llmc_workers"] == 2, last
