@@ -111,8 +111,8 @@ class Writable:
         compute: The tool that evaluates arithmetic (the calculator): its string
             argument is ``$N`` references, `numbers` and operators.
         exclude: Calls not to write again, by tool: the values of each failed or
-            rejected call's required arguments, in order (``{"lookup": [("Yangtze",
-            "height_m")]}``).
+            rejected call's required arguments, in order (``{"lookup": [("Emma",
+            "length_m")]}``).
         suggest: For a call `exclude` constrains, by tool and by the values of its
             other required arguments: the only values its last required argument, an
             enum, may then take (those its failure named).

@@ -48,8 +48,9 @@ _REJECTED = f"Error: {REJECTED_CALL}"
 def names(texts: Iterable[str], limit: int = MAX_NAMES, *, starts: bool = True) -> list[str]:
     """Capitalized names in `texts`, longest first, with their shorter parts.
 
-    ``"How much higher is Mount Everest than K2?"`` gives ``Mount Everest``, ``Mount``,
-    ``Everest`` and ``K2``, and ``How`` unless `starts` is False (a sentence's first
+    ``"How much longer is Golden Gate Bridge than M25?"`` gives ``Golden Gate Bridge``,
+    ``Golden Gate``, ``Gate Bridge``, ``Golden``, ``Bridge``, ``Gate``, ``M25``, and
+    ``How`` unless `starts` is False (a sentence's first
     word is capitalized whatever it is). A run longer than :data:`MAX_NAME_WORDS` words
     gives its parts of that length.
     """
@@ -196,9 +197,9 @@ def suggested_values(
 ) -> dict[str, dict[tuple[Any, ...], list[Any]]]:
     """Values a replan's call may take for a failed call's last required argument, when
     that argument is an enum and the failure names some of its other values: by tool,
-    by the call's other required values. ``lookup("Leonardo da Vinci", "height_m")``
-    failed with "has no field 'height_m'; known fields: birth_year, death_year": a
-    replan's ``lookup("Leonardo da Vinci", ...)`` takes ``birth_year`` or
+    by the call's other required values. ``lookup("Jane Austen", "length_m")``
+    failed with "has no field 'length_m'; known fields: birth_year, death_year": a
+    replan's ``lookup("Jane Austen", ...)`` takes ``birth_year`` or
     ``death_year``. Of those, the ones that share a word with the question, if any.
     """
     return _suggested(_literal_calls(context, tools), context.question)

@@ -2,7 +2,7 @@
 
 The reply is one object::
 
-    {"verdict": "answer", "evidence": ["4806", "4478"], "answer": "Mont Blanc is 328 m higher."}
+    {"verdict": "answer", "evidence": ["2737", "1834"], "answer": "It is 903 m longer."}
 
 ``verdict`` is ``answer`` or ``replan`` (then ``answer`` says what is missing);
 ``evidence`` lists the observed values the answer rests on. The request carries

@@ -3,9 +3,9 @@
 The plan is one JSON object, streamed and parsed incrementally: each task is dispatched
 as soon as its object in ``tasks`` is complete, while the model still writes the next::
 
-    {"thought": "Both heights are needed.",
-     "tasks": [{"id": 1, "tool": "search", "args": {"query": "Everest"}},
-               {"id": 2, "tool": "search", "args": {"query": "K2"}},
+    {"thought": "Both lengths are needed.",
+     "tasks": [{"id": 1, "tool": "search", "args": {"query": "Golden Gate Bridge"}},
+               {"id": 2, "tool": "search", "args": {"query": "Brooklyn Bridge"}},
                {"id": 3, "tool": "calculator", "args": {"expression": "$1 - $2"}}]}
 
 ``"$N"`` in a string value is the result of task N (a whole ``"$N"`` keeps its type).

@@ -1,15 +1,15 @@
 """A joiner whose answer is written by the engine from what the model selects.
 
-Small models garble answers around right observations ("Egypt is the capital of
-Nigeria", "4,478 m higher" where the calculation said 328). This joiner gives the model
+Small models garble answers around right observations ("Emma was written by Toni
+Morrison", "1,834 m longer" where the calculation said 903). This joiner gives the model
 no words to write: under constrained decoding its grammar is the answer itself, rendered
 from the round's results, and the model only chooses, for each result that answers the
 question, which sentence of its observation to quote. The rendered answer is
 grounded by construction: every name and number in it is an observation's or a
 computation's. ::
 
-    Mont Blanc (height m): 4806; Matterhorn (height m): 4478; 4806 - 4478 = 328.
-    Egypt: capital Cairo; Nigeria: capital Abuja.
+    Golden Gate Bridge (length m): 2737; Brooklyn Bridge (length m): 1834; 2737 - 1834 = 903.
+    Emma: author Jane Austen; Beloved: author Toni Morrison.
 
 Which results an answer shows (:func:`answer_parts`): the *final* results (a task no
 successful task used) about something the question names (one of the call's text
@@ -43,11 +43,11 @@ from llm_compiler.tools.spec import tool_specs
 #: Most sentences an observation offers, most characters of one, and most a part quotes.
 MAX_UNITS, MAX_UNIT_CHARS, MAX_PICKS = 8, 200, 2
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-#: ``Germany: Country in ...``: an observation that starts with the name of its subject.
+#: ``Emma: Novel by ...``: an observation that starts with the name of its subject.
 _TITLE = re.compile(r"([^:.;\n]{1,60}?):\s+(.+)", re.S)
 #: A sentence end: ``. `` before a capital letter or a digit (``68.4`` is no end).
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
-#: ``Capital: Cairo`` -> ``capital Cairo``.
+#: ``Author: Jane Austen`` -> ``author Jane Austen``.
 _LABEL = re.compile(r"([A-Z][a-z]+(?: [a-z]+)?):\s+(.+)", re.S)
 
 
@@ -167,9 +167,10 @@ def answer_parts(context: PromptContext) -> list[Part]:
 
 def _extremes(tasks: Sequence[_Task]) -> list[Part]:
     """How the numbers of one tool's calls compare (the things a "which" compares): for
-    two, ``Venus (12,104) is 5325 more than Mars (6779)``; for more, ``highest: ...;
-    lowest: ...``; each labelled by the arguments its call does not share with the
-    others. Every number in it is a result shown before, or the difference of two."""
+    two, ``Golden Gate Bridge (2737) is 903 more than Brooklyn Bridge (1834)``; for
+    more, ``highest: ...; lowest: ...``; each labelled by the arguments its call does
+    not share with the others. Every number in it is a result shown before, or the
+    difference of two."""
     out = []
     for found in _comparable(tasks):
         if len({v for v, _, _ in found}) < 2:
@@ -189,7 +190,7 @@ def _comparable(tasks: Sequence[_Task]) -> list[list[tuple[float, str, str]]]:
     (value, the arguments its call does not share with the others, the number as
     shown); groups of two or more different calls only. A number is a result that is
     one number, or the one number of a text whose other characters are those of the
-    group's other texts (``Height: 4,806 m`` beside ``Height: 4,478 m``)."""
+    group's other texts (``Length: 2,737 m`` beside ``Length: 1,834 m``)."""
     groups: dict[str, list[tuple[list[Any], tuple[float, str, str]]]] = {}
     for task in tasks:
         found = _one_number((task.record.observation or "").strip())
@@ -286,7 +287,7 @@ def _part(
 
 def _call_words(tool: str, written: dict[str, Any], named: dict[str, Any]) -> str:
     """A call in words: ``flight price (Lisbon)``, ``convert c to f (celsius 4)``,
-    ``lookup (Mont Blanc, height m)``: the tool's name, then each text argument as it
+    ``lookup (Brooklyn Bridge, length m)``: the tool's name, then each text argument as it
     was written and each other value (a number, a result) after its parameter's name."""
     shown = [
         v.replace("_", " ")
@@ -300,7 +301,7 @@ def _call_words(tool: str, written: dict[str, Any], named: dict[str, Any]) -> st
 def _ranked(part: Part, question: str) -> Part:
     """`part` with only the sentences that fit the question best: those that share
     most words of four letters or more with it (first five letters:
-    ``capitals``/``Capital``); the shortest first. The model picks
+    ``authors``/``Author``); the shortest first. The model picks
     among them; a single best one is forced."""
     wanted = _stems(question) - _stems(part.label)  # not the subject's own words
 
@@ -325,8 +326,8 @@ def _readable(name: str) -> str:
 
 
 def units(text: str) -> list[str]:
-    """An observation's sentences as an answer quotes them (``Capital: Cairo`` as
-    ``capital Cairo``; no final period; at most ``MAX_UNITS``)."""
+    """An observation's sentences as an answer quotes them (``Author: Jane Austen``
+    as ``author Jane Austen``; no final period; at most ``MAX_UNITS``)."""
     out: list[str] = []
     for sentence in _SENTENCE.split(" ".join(text.split())):
         sentence = sentence.strip().rstrip(".").strip()[:MAX_UNIT_CHARS]
@@ -408,7 +409,7 @@ def missing_note(context: PromptContext) -> str:
 
 def render(parts: Sequence[Part], picks: Sequence[Sequence[str]] | None = None) -> str:
     """The answer: each part's label and its picked units (default: the first); a
-    part with a choice as ``capital Cairo (Egypt)``: the model picks right after the
+    part with a choice as ``author Jane Austen (Emma)``: the model picks right after the
     question, not after the name, which its observation follows with its first
     sentence."""
     shown = []

@@ -7,7 +7,7 @@ Example::
 
     async with LocalLLMServer() as server:   # or: with LocalLLMServer() as server:
         llm = local_llm(server)
-        print((await llm.acomplete("The capital of France is")).text)
+        print((await llm.acomplete("One, two, three,")).text)
 """
 
 from __future__ import annotations
@@ -344,7 +344,7 @@ def probe(server: LocalLLMServer, timeout: float = 120.0) -> str:
     import urllib.error
     import urllib.request
 
-    body = json.dumps({"prompt": "The capital of France is", "max_tokens": 4}).encode()
+    body = json.dumps({"prompt": "One, two, three,", "max_tokens": 4}).encode()
     request = urllib.request.Request(
         f"{server.base_url}/completions", body, {"Content-Type": "application/json"}
     )

@@ -299,8 +299,8 @@ _WRITTEN = re.compile(r"(?:=|->)[ \t]*([^\]\n]*?)[ \t]*\]?$")
 
 def plain(text: str) -> str:
     """`text` without ``[FUNC ...]`` markup: a call whose result is written in place
-    (``[FUNC lookup("K2") = 8611]``) becomes its result (``8611``); one whose result is
-    a name or missing becomes the call (``lookup("K2")``)."""
+    (``[FUNC lookup("M25") = 188]``) becomes its result (``188``); one whose result is
+    a name or missing becomes the call (``lookup("M25")``)."""
     parser = CoAParser()
     parser.feed(text)
     parser.finish()

@@ -2,9 +2,9 @@
 
 ::
 
-    Thought: I need both heights.
-    1. search("Mount Everest")
-    2. search("K2")
+    Thought: I need both lengths.
+    1. search("Golden Gate Bridge")
+    2. search("Brooklyn Bridge")
     3. calculator("$1 - $2")
     4. join()<END_OF_PLAN>
 """

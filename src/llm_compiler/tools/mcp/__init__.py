@@ -2,9 +2,9 @@
 
 Example::
 
-    async with tools_from_mcp("python -m my_server", include=["height", "subtract"]) as tools:
+    async with tools_from_mcp("python -m my_server", include=["length", "subtract"]) as tools:
         workflow = LLMCompilerWorkflow(tools=tools, llm=llm)
-        await workflow.run(user_msg="How much higher is Everest than K2?")
+        await workflow.run(user_msg="How much longer is the Golden Gate Bridge than the M25?")
 
 - :mod:`.connection`: :class:`MCPConnection`, one server and its session's lifetime.
 - :mod:`.tool`: :class:`MCPTool`, a server's tool as a llama-index tool.

@@ -95,7 +95,7 @@ class MCPConnection:
         call_timeout: Seconds one call may take (None: no limit of its own; the run's
             ``tool_timeout`` still applies).
         prefix: Put before each of this server's tool names in plans (``"geo_"`` makes
-            its ``height`` the tool ``geo_height``); the server is still called with its
+            its ``length`` the tool ``geo_length``); the server is still called with its
             own name. For two servers whose tools share a name.
         policy: The :class:`~llm_compiler.tools.policy.ToolPolicy` of this server's tools
             (default: what each tool's MCP annotations state, ``readOnlyHint`` -> pure,
