@@ -144,3 +144,21 @@ def test_serve_speculate_turns_it_on_for_each_compiler():
     wf, _, _ = setup({})
     apply_tool_policies({"compiler": wf}, {}, speculate=True)
     assert wf.config.speculate
+
+
+async def test_a_run_that_never_finishes_leaves_no_speculation_behind():
+    """A failed run never reaches the step that forgets its speculative calls: each call
+    takes its run's entry along once it ends."""
+    from llm_compiler.engine.speculation import Speculation
+
+    speculation, release = Speculation(), asyncio.Event()
+
+    async def call(*_: Any) -> Any:
+        await release.wait()
+
+    started = speculation.start("failed-run", [(None, None, None)] * 2, call)  # type: ignore[list-item]
+    assert started == 2 and "failed-run" in speculation._runs
+    release.set()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert speculation._runs == {}

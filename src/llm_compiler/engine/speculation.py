@@ -69,10 +69,16 @@ class Speculation:
         """Start `call` for each of `calls`; how many started."""
         running = self._runs.setdefault(run_id, set())
         loop = asyncio.get_running_loop()
+
+        def done(task: asyncio.Task[TaskResult]) -> None:
+            running.discard(task)
+            if not running and self._runs.get(run_id) is running:
+                del self._runs[run_id]  # a run that failed never calls forget()
+
         for ready, tool, policy in calls:
             task = loop.create_task(call(ready, tool, policy))
             running.add(task)
-            task.add_done_callback(running.discard)
+            task.add_done_callback(done)
         return len(calls)
 
     def forget(self, run_id: str) -> None:
