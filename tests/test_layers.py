@@ -182,8 +182,9 @@ def test_the_dialects_do_not_import_the_engine():
 
 
 def test_the_engine_uses_the_dialect_protocol_and_no_dialect_but_the_default():
-    # The protocol, prompt records (and what they say was found: grounding), the default.
-    allowed = {"base", "prompting", "grounding", "llmcompiler"}
+    # The protocol, prompt records (and the facts of their outcomes), the default. Not the
+    # value aids (grounding): what the engine acts on lives beside it (engine.replan).
+    allowed = {"base", "prompting", "llmcompiler"}
     engine = SRC / "engine"
     known = {_module_name(p) for p in SRC.rglob("*.py")}
     used = {
@@ -194,6 +195,14 @@ def test_the_engine_uses_the_dialect_protocol_and_no_dialect_but_the_default():
         if target.startswith(f"{ROOT}.dialects.")
     }
     assert {t.split(".")[2] for t in used} <= allowed, sorted(used)
+
+
+def test_decoding_modes_live_below_the_engine_and_the_model_launcher():
+    edges = module_graph()
+    assert not [m for m in edges[f"{ROOT}.decoding"] if m.startswith(f"{ROOT}.")]
+    for user in (f"{ROOT}.engine.llm", f"{ROOT}.models.resolve"):
+        assert f"{ROOT}.decoding" in edges[user], user
+    assert f"{ROOT}.engine" not in import_graph()[f"{ROOT}.models"]
 
 
 def test_the_checker_sees_a_cycle_and_its_modules():

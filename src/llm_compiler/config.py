@@ -40,6 +40,12 @@ class CompilerConfig(BaseModel):
             schema from the tools) when the dialect has one. None: on where the server
             takes it (``llm_compiler.engine.llm.constrained_for``: llama.cpp servers, the
             embedded model among them, and structured outputs for JSON plans), else off.
+        value_aids: Under constrained decoding, narrow the values a plan and an answer
+            may write to what the run has seen: spans of the question and of what was
+            found, the tools' declared values, those numbers, ``$N`` of tasks that
+            found something (:mod:`llm_compiler.dialects.grounding`). They never add,
+            require or merge a call. Off: the grammars bound only the form and the
+            declared types.
         tracing: Emit the run's spans through llama-index's instrumentation dispatcher
             (see :mod:`llm_compiler.tracing`); tokens and cost are counted either way.
         prices: Model prices (USD per million tokens) added to the built-in table, for
@@ -77,6 +83,7 @@ class CompilerConfig(BaseModel):
     max_result_chars: int = Field(default=1_000_000, ge=1)
     stream_tokens: bool = True
     constrained: bool | None = None
+    value_aids: bool = True
     tracing: bool = True
     prices: dict[str, ModelPrice] | None = None
     tool_policies: dict[str, ToolPolicy] | None = None

@@ -483,7 +483,6 @@ def test_llama_cpp_parses_every_generated_grammar(llama_grammars):
                 numbers=("2962", "36000"),
                 compute="calculator",
                 exclude={"search": [("Zugspitze",)], "lookup": [("Teide", "height_m")]},
-                needs=("search", "calculator"),
             ),
         ),
     ]

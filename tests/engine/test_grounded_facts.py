@@ -223,7 +223,12 @@ async def test_a_failed_part_of_the_question_is_named():
     assert 'Get weather ("Berlin") failed (ConnectionError: HTTP 503).' in str(output)
 
 
-async def test_an_identical_call_runs_once_in_a_plan():
+async def test_an_identical_pure_call_runs_once_in_a_plan():
+    @policy(side_effect="pure")
+    def capital(country: str) -> str:
+        """The capital city of a country."""
+        return "Oslo"
+
     lines = ['capital("Norway")'] * 6 + ["capital($6)"]
     wf, _ = workflow([capital], plan(*lines))
     output = await wf.run(user_msg="What is the capital of Norway?")

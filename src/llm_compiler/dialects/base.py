@@ -79,6 +79,9 @@ class PlannerContext:
             bounds (see :class:`~llm_compiler.config.CompilerConfig`).
         constrained: Ask the server for constrained decoding (a grammar or a JSON
             schema) if the dialect has one.
+        merged: Tools whose call written again in one plan with the same arguments is
+            one task, its ``$N`` the first's: those whose repeated call the result cache
+            would serve (the engine's ``merges``). Any other repeated line is a task.
     """
 
     prompt: PromptContext
@@ -93,6 +96,7 @@ class PlannerContext:
     max_plan_errors: int = 20
     max_line_chars: int = 20_000
     max_arg_depth: int = 20
+    merged: frozenset[str] = frozenset()
 
 
 @runtime_checkable

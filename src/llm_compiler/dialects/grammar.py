@@ -100,7 +100,8 @@ def value_literal(value: Any, dialect: str) -> str:
 
 @dataclass(frozen=True)
 class Writable:
-    """What a constrained plan may write (see the module docstring).
+    """What a constrained plan may write (see the module docstring): each field narrows
+    what a value may be; none adds, requires or merges a call.
 
     Attributes:
         texts: A string argument is a span of one of these: whole words, in order, as
@@ -117,7 +118,6 @@ class Writable:
             other required arguments: the only values its last required argument, an
             enum, may then take (those its failure named).
         text_ids: Earlier tasks whose results are texts: expressions do not name them.
-        needs: Tools the plan calls before its ``join()`` (those the question names).
     """
 
     texts: tuple[str, ...] = ()
@@ -127,7 +127,6 @@ class Writable:
     exclude: Mapping[str, Sequence[tuple[Any, ...]]] = field(default_factory=dict)
     suggest: Mapping[str, Mapping[tuple[Any, ...], Sequence[Any]]] = field(default_factory=dict)
     text_ids: tuple[int, ...] = ()
-    needs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -613,44 +612,39 @@ def plan_grammar(
         lines.append(
             {s.name: c for n, s in enumerate(specs) if (c := _tool_call(rules, s, n, values))}
         )
-    needs = frozenset(writable.needs if writable else ()) & set().union(*lines)
     plan = _Lines(rules, lines, first_id, "thought? " if allow_thoughts else "")
-    return rules.render(plan.rule(0, needs) or plan.rule(0, frozenset()))
+    return rules.render(plan.rule(0))
 
 
 class _Lines:
-    """The rules of a plan's lines: line `k` with the tools still to call before
-    ``join()``, numbered from `first_id`; a plan has one task at least."""
+    """The rules of a plan's lines: line `k` and the rest, numbered from `first_id`; a
+    plan has one task at least (unless no tool can be called)."""
 
     def __init__(self, rules: _Rules, lines: list[dict[str, str]], first_id: int, thought: str):
         self.rules, self.lines, self.first_id, self.thought = rules, lines, first_id, thought
-        self._made: dict[tuple[int, frozenset[str]], str] = {}
+        self._made: dict[int, str] = {}
 
     def join_at(self, k: int) -> str:
         return gbnf_literal(f"{self.first_id + k}. join()\n{END_OF_PLAN}")
 
-    def rule(self, k: int, todo: frozenset[str]) -> str:
-        """Line `k` and the rest, `todo` called before the join ('' if it cannot be)."""
-        if (k, todo) in self._made:
-            return self._made[(k, todo)]
-        options = [self.join_at(k)] if not todo and (k or not any(self.lines)) else []
-        if k < len(self.lines):
-            calls = self.lines[k]
-            rest = [c for t, c in calls.items() if t not in todo]
-            nexts = [(rest, todo)] + [([calls[t]], todo - {t}) for t in sorted(todo) if t in calls]
-            head = gbnf_literal(f"{self.first_id + k}. ")
-            for chosen, left in nexts:
-                after = self.rule(k + 1, left) if chosen else ""
-                if after:
-                    options.append(f'{head} {_alt(chosen)} "\\n" {after}')
-        hint = f"line-{self.first_id + k}" + "".join(f"-{t}" for t in sorted(todo))
+    def rule(self, k: int) -> str:
+        """Line `k` and the rest ('' if it cannot be written)."""
+        if k in self._made:
+            return self._made[k]
+        options = [self.join_at(k)] if k or not any(self.lines) else []
+        if k < len(self.lines) and self.lines[k]:
+            after = self.rule(k + 1)
+            if after:
+                head = gbnf_literal(f"{self.first_id + k}. ")
+                options.append(f'{head} {_alt(self.lines[k].values())} "\\n" {after}')
         body = " | ".join(options)
+        hint = f"line-{self.first_id + k}"
         made = (
             self.rules.add(hint, f"{self.thought}({body})" if self.thought else body)
             if body
             else ""
         )
-        self._made[(k, todo)] = made
+        self._made[k] = made
         return made
 
 

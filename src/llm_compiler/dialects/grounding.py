@@ -9,10 +9,13 @@ structure only (no word of any language is listed here):
   strings that are spans of the question or of what earlier rounds found, values the
   tools declare (enums, and codes their descriptions list), the numbers of the question
   and the observations, ``$N`` references, and the calls that failed (not to repeat);
-* :func:`found_nothing`: a task raised, timed out, was skipped or returned nothing (a
-  tool that found nothing raises :class:`~llm_compiler.tools.NotFound`, or returns an
-  empty result); :func:`failed_tasks`, :func:`replan_reason`: a replan of those;
 * :func:`answer_values`: the numbers an answer may write and the values it states.
+
+These aids narrow what a value may be; none adds, requires or merges a call. They
+apply under constrained decoding while ``CompilerConfig.value_aids`` is on (the
+default); what a task's outcome was (it raised, timed out, found nothing) is a fact
+of its record (:func:`~llm_compiler.dialects.prompting.found_nothing`), and what the
+engine does about it lives in :mod:`llm_compiler.engine.replan`.
 """
 
 from __future__ import annotations
@@ -23,8 +26,7 @@ from typing import Any
 
 from llm_compiler.dialects.grammar import Writable
 from llm_compiler.dialects.plan_lines import parse_task_line
-from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
-from llm_compiler.tools.results import REJECTED_CALL, NotFound
+from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord, found_nothing
 from llm_compiler.tools.spec import ARITHMETIC, tool_specs
 
 _CAP = r"[^\W\d_a-z][\w-]*"
@@ -39,10 +41,6 @@ MAX_NAME_WORDS = 8
 MAX_NUMBERS = 120
 #: Most characters of one observation a plan may copy spans of.
 MAX_SPAN_SOURCE = 400
-#: Results that hold nothing (a tool's empty answer).
-_EMPTY = frozenset({"", "None", "null", "[]", "{}", "''", '""', "()"})
-_NOT_FOUND_ERROR = f"Error: {NotFound.__name__}"
-_REJECTED = f"Error: {REJECTED_CALL}"
 
 
 def names(texts: Iterable[str], limit: int = MAX_NAMES, *, starts: bool = True) -> list[str]:
@@ -124,52 +122,6 @@ def _variants(raw: str) -> list[str]:
             out += [f"{value / scale:g}", f"{value / scale:.1f}"]
             break
     return out
-
-
-def found_nothing(task: TaskRecord) -> bool:
-    """Whether a task raised (a timeout, a declared ``NotFound``, a rejection), was
-    skipped, or returned nothing (``None``, ``""``, ``[]``, ``{}``)."""
-    if task.is_error or task.skipped:
-        return True
-    return task.observation is None or task.observation.strip() in _EMPTY
-
-
-def declared_not_found(task: TaskRecord) -> bool:
-    """Whether a task's tool said it found nothing: it raised ``NotFound`` or returned
-    an empty result (a task that failed otherwise is no such statement)."""
-    if task.skipped:
-        return False
-    if task.is_error:
-        return (task.observation or "").startswith(_NOT_FOUND_ERROR)
-    return found_nothing(task)
-
-
-def rejected(task: TaskRecord) -> bool:
-    """Whether a human rejected the task's call."""
-    return task.is_error and (task.observation or "").startswith(_REJECTED)
-
-
-def failed_tasks(record: RoundRecord) -> list[TaskRecord]:
-    """The round's tasks that found nothing (see :func:`found_nothing`), but for those
-    about a thing another task found something about (a failed ``lookup("Ada
-    Lovelace", "age")`` beside a ``search("Ada Lovelace")`` that found her), those
-    skipped because a task before them failed (that one is listed), and those a human
-    rejected (planning them again would ask again)."""
-    found = {_subject(t) for t in record.tasks if not found_nothing(t)}
-    return [
-        t
-        for t in record.tasks
-        if found_nothing(t) and not t.skipped and not rejected(t) and _subject(t) not in found
-    ]
-
-
-_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'')
-
-
-def _subject(task: TaskRecord) -> str:
-    """What a task is about: its first string argument (lower case), or its line."""
-    match = _STRING.search(task.text)
-    return (match.group(1) or match.group(2) or "" if match else task.text).strip().lower()
 
 
 def failed_calls(context: PromptContext, tools: Sequence[Any]) -> dict[str, list[tuple[Any, ...]]]:
@@ -286,18 +238,6 @@ def unusable_ids(context: PromptContext) -> set[int]:
     return {t.id for r in context.rounds for t in r.tasks if found_nothing(t)}
 
 
-def replan_reason(failed: Sequence[TaskRecord]) -> str:
-    """Why to plan again after tasks that failed or found nothing: each call and what
-    it got (a tool that failed is said to have failed, not to have found nothing)."""
-    shown = "; ".join(
-        f"{t.text.strip()} gave {(t.observation or 'no result')[:160]!r}" for t in failed
-    )
-    return (
-        f"These actions failed or found nothing: {shown}. Plan them again, differently: "
-        "with values copied exactly from the question, and the values the errors say exist."
-    )
-
-
 def observation_texts(rounds: Sequence[RoundRecord], *, found: bool = True) -> list[str]:
     """The observations of `rounds`: those that found something (or every one)."""
     return [
@@ -346,37 +286,7 @@ def plan_writable(context: PromptContext, tools: Sequence[Any]) -> Writable:
         exclude=_failed(failed),
         suggest=_suggested(failed, context.question),
         text_ids=tuple(sorted(text_result_ids(context))),
-        needs=() if context.rounds else tuple(named_tools(context.question, tools)),
     )
-
-
-#: Shortest word that may name a tool (shorter ones are mostly words of grammar).
-MIN_NAMING_WORD = 5
-#: Most tools a question's words make a first plan call.
-MAX_NAMED_TOOLS = 2
-
-
-def _tool_words(tool: Any, spec: Any) -> set[str]:
-    """The words a tool declares: of its name, its parameters' names, its description."""
-    texts = [spec.name, *(p.name for p in spec.params), _description(tool)]
-    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", " ".join(texts))
-    return _words(spaced.replace("_", " "))
-
-
-def named_tools(question: str, tools: Sequence[Any]) -> list[str]:
-    """Tools the question names: a word of it (of :data:`MIN_NAMING_WORD` letters or
-    more) is one that only that tool declares (``Fahrenheit`` of "Convert degrees
-    Celsius to Fahrenheit" beside "The temperature in a city, in degrees Celsius").
-    At most :data:`MAX_NAMED_TOOLS`, those named by most words, in the tools' order."""
-    specs = tool_specs(tools)
-    declared = [_tool_words(tool, spec) for tool, spec in zip(tools, specs, strict=True)]
-    asked = {w for w in _words(question) if len(w) >= MIN_NAMING_WORD}
-    counts = [
-        len({w for w in asked & own if sum(w in other for other in declared) == 1})
-        for own in declared
-    ]
-    ranked = sorted((-n, i) for i, n in enumerate(counts) if n)[:MAX_NAMED_TOOLS]
-    return [specs[i].name for i in sorted(i for _, i in ranked)]
 
 
 def answer_values(context: PromptContext) -> tuple[list[str], list[str]]:

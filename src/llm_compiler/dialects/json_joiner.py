@@ -8,8 +8,9 @@ The reply is one object::
 ``evidence`` lists the observed values the answer rests on. The request carries
 :func:`joiner_schema` as ``response_format`` for chat models (OpenAI structured output)
 and as the GBNF of the same object (:func:`json_joiner_grammar`) for completion models
-on llama.cpp. Under constrained decoding the evidence is grounded: each item is one of
-the values the observations found (:func:`~llm_compiler.dialects.grounding.answer_values`).
+on llama.cpp. Under constrained decoding with value aids the evidence is grounded: each
+item is one of the values the observations found
+(:func:`~llm_compiler.dialects.grounding.answer_values`).
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ class JsonJoinerInput:
         Unconstrained, the request carries neither (the parser reads what comes).
         """
         ctx = self.context
-        evidence = answer_values(ctx)[1] if ctx.constrained else None
+        evidence = answer_values(ctx)[1] if ctx.constrained and ctx.value_aids else None
         allow_replan = not ctx.last_round
         extras: dict[str, Any] = {}
         if ctx.constrained and ctx.chat:

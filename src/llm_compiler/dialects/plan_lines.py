@@ -7,7 +7,7 @@ call's closing parenthesis). Arguments are parsed by :mod:`llm_compiler.dialects
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,6 +154,11 @@ class PlanParser:
     `max_tasks` tasks, `max_plan_errors` errors or `max_plan_chars` characters; then
     `done` is true and further text is ignored.
 
+    Each line is a task, even one that repeats an earlier line's call: "send two
+    reminders" sends two. Only a tool of `merged` (one whose repeated call the result
+    cache would serve) has a repeated call merged: the line is not run, and a later
+    ``$N`` naming it names the first one.
+
     A replan must continue the numbering. Small models often restart at 1: when the first
     task of a replan reuses a taken id, the whole plan is renumbered from the next free
     id, and its references to its own earlier lines follow (a ``$n`` that names no line of
@@ -168,6 +173,8 @@ class PlanParser:
         max_plan_errors: Most plan errors recorded; then reading stops with one more.
         max_line_chars: Longer task lines are an error task, not parsed.
         max_arg_depth: Deeper nested arguments are an error task.
+        merged: Tools whose repeated calls (same arguments, written the same way) are
+            one task (see :class:`~llm_compiler.dialects.base.PlannerContext`).
     """
 
     known_ids: Iterable[int] = ()
@@ -178,6 +185,7 @@ class PlanParser:
     max_plan_errors: int = MAX_PLAN_ERRORS
     max_line_chars: int = MAX_LINE_CHARS
     max_arg_depth: int = MAX_ARG_DEPTH
+    merged: Collection[str] = ()
 
     def __post_init__(self) -> None:
         self._earlier: set[int] = set(self.known_ids)
@@ -381,10 +389,10 @@ class PlanParser:
         return [task]
 
     def _repeats(self, task: PlanTask, written: int) -> bool:
-        """Whether `task` calls a tool with the same arguments as an earlier task of the
-        plan: then it is not run, and a later ``$N`` naming it names that task (a call
-        without arguments may repeat)."""
-        if task.error is not None or not (task.args or task.kwargs):
+        """Whether `task` calls a tool of `merged` with the same arguments as an earlier
+        task of the plan: then it is not run, and a later ``$N`` naming it names that
+        task (a call without arguments may repeat)."""
+        if task.error is not None or not (task.args or task.kwargs) or task.tool not in self.merged:
             return False
         first = self._calls.setdefault(render_call(task), task.id)
         if first == task.id:

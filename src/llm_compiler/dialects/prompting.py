@@ -1,8 +1,10 @@
 """What every prompt is built from: earlier rounds, the conversation, chat vs completion.
 
 Dialects (:mod:`llm_compiler.dialects`) and the joiner render their own text; this module
-holds the records they render and the two shapes a request takes: messages for chat
-models, one prompt that ends where the model continues for completion models.
+holds the records they render, the facts of a task's outcome (:func:`found_nothing`,
+:func:`declared_not_found`, :func:`rejected`), and the two shapes a request takes:
+messages for chat models, one prompt that ends where the model continues for
+completion models.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from llama_index.core.llms import ChatMessage, MessageRole
+
+from llm_compiler.tools.results import REJECTED_CALL, NotFound
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,35 @@ class TaskRecord:
     """Its result as text (cut to the observation limit); None if it has none."""
     is_error: bool = False
     skipped: bool = False
+
+
+#: Results that hold nothing (a tool's empty answer).
+_EMPTY = frozenset({"", "None", "null", "[]", "{}", "''", '""', "()"})
+_NOT_FOUND_ERROR = f"Error: {NotFound.__name__}"
+_REJECTED = f"Error: {REJECTED_CALL}"
+
+
+def found_nothing(task: TaskRecord) -> bool:
+    """Whether a task raised (a timeout, a declared ``NotFound``, a rejection), was
+    skipped, or returned nothing (``None``, ``""``, ``[]``, ``{}``)."""
+    if task.is_error or task.skipped:
+        return True
+    return task.observation is None or task.observation.strip() in _EMPTY
+
+
+def declared_not_found(task: TaskRecord) -> bool:
+    """Whether a task's tool said it found nothing: it raised ``NotFound`` or returned
+    an empty result (a task that failed otherwise is no such statement)."""
+    if task.skipped:
+        return False
+    if task.is_error:
+        return (task.observation or "").startswith(_NOT_FOUND_ERROR)
+    return found_nothing(task)
+
+
+def rejected(task: TaskRecord) -> bool:
+    """Whether a human rejected the task's call."""
+    return task.is_error and (task.observation or "").startswith(_REJECTED)
 
 
 @dataclass(frozen=True)
@@ -57,6 +90,9 @@ class PromptContext:
         chat: Whether the model takes messages (else one completion prompt).
         last_round: For the joiner: no replan is allowed after this round.
         constrained: Ask the server for constrained decoding where the dialect can.
+        value_aids: Under constrained decoding, narrow the values a plan and an answer
+            may write (:mod:`~llm_compiler.dialects.grounding`); see
+            ``CompilerConfig.value_aids``.
         max_history_chars: Most characters of earlier rounds shown (None: no bound).
         tools: The run's tools, for a joiner prompt that starts with the planner's
             (see :class:`~llm_compiler.dialects.llmcompiler.LLMCompilerDialect`).
@@ -69,6 +105,7 @@ class PromptContext:
     chat: bool = True
     last_round: bool = False
     constrained: bool = False
+    value_aids: bool = True
     max_history_chars: int | None = None
     tools: Sequence[Any] = ()
 

@@ -30,14 +30,16 @@ from typing import Any
 
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest
 from llm_compiler.dialects.grammar import NOT_FOUND, gbnf_literal
-from llm_compiler.dialects.grounding import (
-    compute_tool,
+from llm_compiler.dialects.grounding import compute_tool
+from llm_compiler.dialects.plan_lines import parse_task_line
+from llm_compiler.dialects.prompting import (
+    PromptContext,
+    RoundRecord,
+    TaskRecord,
     declared_not_found,
     found_nothing,
     rejected,
 )
-from llm_compiler.dialects.plan_lines import parse_task_line
-from llm_compiler.dialects.prompting import PromptContext, RoundRecord, TaskRecord
 from llm_compiler.tools.spec import tool_specs
 
 #: Most sentences an observation offers, most characters of one, and most a part quotes.

@@ -97,14 +97,14 @@ class JoinerInput:
         """Messages for a chat model; a prompt ending in ``Thought:`` for the others.
 
         With constrained decoding, a grammar allows exactly one Thought line and one
-        Action (no Replan on the last round), and a grounded answer: its numbers are the
-        question's and the observations', and it states a value found or that it could
-        not find one (see :func:`~llm_compiler.dialects.grounding.answer_values`).
+        Action (no Replan on the last round), and with value aids a grounded answer: its
+        numbers are the question's and the observations', and it states a value found or
+        that it could not find one (see :func:`~llm_compiler.dialects.grounding.answer_values`).
         """
         ctx = self.context
         extras: dict[str, Any] = {}
         if ctx.constrained:
-            numbers, anchors = answer_values(ctx)
+            numbers, anchors = answer_values(ctx) if ctx.value_aids else (None, [])
             extras["grammar"] = joiner_grammar(
                 allow_replan=not ctx.last_round,
                 thought_label=ctx.chat,

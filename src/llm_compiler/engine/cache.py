@@ -131,6 +131,12 @@ def cache_key(tool: BaseTool, policy: ToolPolicy, args: Mapping[str, Any]) -> st
 Call = Callable[[], Awaitable[TaskResult]]
 
 
+def serves(policy: ToolPolicy, enabled: bool = True) -> bool:
+    """Whether the result cache serves a repeated call under `policy` (`enabled`: the
+    workflow's ``cache_results``). Where it does, a plan's repeated call is merged."""
+    return enabled and policy.cacheable
+
+
 class ResultCache:
     """Serves repeated calls: within a run always, across runs from `store` within their
     policy's ``cache_ttl``. `clock` is ``time.time`` (tests give their own). A store that
@@ -160,7 +166,7 @@ class ResultCache:
         within its TTL), else made by `call` (and kept if it succeeded). Not `enabled`:
         made by `call`."""
         key = None
-        if enabled and tool is not None and policy.cacheable:
+        if tool is not None and serves(policy, enabled):
             key = cache_key(tool, policy, ready.args)
         if key is None:
             return await call()

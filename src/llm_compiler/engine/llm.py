@@ -19,6 +19,8 @@ from typing import Any, Literal, cast
 
 from llama_index.core.llms import LLM
 
+from llm_compiler.decoding import DECODINGS as DECODINGS
+from llm_compiler.decoding import Decoding as Decoding
 from llm_compiler.dialects.base import LLMRequest
 from llm_compiler.errors import ConfigurationError, LLMCallError
 from llm_compiler.tracing.metrics import record_llm
@@ -78,10 +80,6 @@ def is_openai_protocol(llm: LLM) -> bool:
     module = sys.modules.get("llama_index.llms.openai")
     openai_cls = getattr(module, "OpenAI", None)
     return openai_cls is not None and isinstance(llm, openai_cls)
-
-
-Decoding = Literal["grammar", "json_schema", "off"]
-DECODINGS: tuple[Decoding, ...] = ("grammar", "json_schema", "off")
 
 
 def decoding(llm: LLM) -> Decoding:

@@ -20,7 +20,9 @@ from workflows.events import Event
 from llm_compiler.config import CompilerConfig
 from llm_compiler.dialects.base import PlanDialect, PlannerContext
 from llm_compiler.dialects.prompting import PromptContext
+from llm_compiler.engine.cache import serves
 from llm_compiler.engine.llm import Metered, metered_call
+from llm_compiler.engine.policy import RunPolicies
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.events import CompilerStream, PlanEvent
 from llm_compiler.plan import PlanError, PlanTask, error_kind
@@ -177,7 +179,15 @@ class Planner:
             max_plan_errors=self.config.max_plan_errors,
             max_line_chars=self.config.max_line_chars,
             max_arg_depth=self.config.max_arg_depth,
+            merged=self.merged(tools),
         )
+
+    def merged(self, tools: ToolSet) -> frozenset[str]:
+        """The tools whose repeated call in one plan is one task: those whose repeated
+        call the result cache serves (:func:`~llm_compiler.engine.cache.serves`)."""
+        rules = RunPolicies.build(tools, self.config.tool_policies)
+        enabled = self.config.cache_results
+        return frozenset(n for n in tools.names if serves(rules.of(n), enabled))
 
     async def plan(
         self, ctx: Context[Any], state: CompilerState, tools: ToolSet, context: PlannerContext

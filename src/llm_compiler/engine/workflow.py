@@ -42,7 +42,6 @@ from workflows.handler import WorkflowHandler
 from llm_compiler._upstream import KnownSteps
 from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config, split_config
 from llm_compiler.dialects.base import DirectAnswer, ForcedJoin, JoinerDecision, PlanDialect
-from llm_compiler.dialects.grounding import failed_tasks, replan_reason
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
 from llm_compiler.engine.cache import CacheStore, ResultCache
@@ -77,6 +76,7 @@ from llm_compiler.engine.policy import (
     resume_in_flight,
     unknown_after_crash,
 )
+from llm_compiler.engine.replan import failed_tasks, replan_reason
 from llm_compiler.engine.runs import RunRegistry, RunTools, StartedCalls
 from llm_compiler.engine.scheduler import (
     Books,
@@ -524,6 +524,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
             chat=is_chat(self.llm),
             last_round=last_round,
             constrained=self._constrained(),
+            value_aids=self.config.value_aids,
             tools=list(self.run_tools(state.run_id) or ()),
         )
 
@@ -775,7 +776,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
     def _nothing_found(self, state: CompilerState, round: int) -> JoinerDecision | None:
         """A replan, without asking the joiner, of a first round with tasks that raised,
         timed out or returned nothing (facts only: see
-        :func:`~llm_compiler.dialects.grounding.failed_tasks`; a call a human rejected is
+        :func:`~llm_compiler.engine.replan.failed_tasks`; a call a human rejected is
         no reason).
 
         Only under constrained decoding (small local models, which answer from failed

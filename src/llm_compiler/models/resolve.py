@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Self
 from llama_index.core.llms import LLM
 from pydantic import PrivateAttr
 
-from llm_compiler.engine.llm import DECODINGS, Decoding
+from llm_compiler.decoding import DECODINGS, Decoding
 from llm_compiler.errors import ConfigurationError, LocalServerExited
 from llm_compiler.models.gguf import MODEL_NAME, check_installed
 from llm_compiler.models.server import (

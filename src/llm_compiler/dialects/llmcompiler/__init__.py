@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest, PlannerContext
-from llm_compiler.dialects.coverage import CoveringPlanParser
 from llm_compiler.dialects.grammar import plan_grammar
 from llm_compiler.dialects.grounding import plan_writable, unusable_ids
 from llm_compiler.dialects.json_joiner import JsonJoinerInput, parse_json_decision
@@ -79,21 +78,22 @@ class LLMCompilerDialect:
         (:func:`~llm_compiler.dialects.grammar.plan_grammar`): only given tools, typed
         arguments, references to earlier tasks that found something, numbered lines,
         and ``join()`` after at most ``grammar_max_tasks`` tasks (small models otherwise
-        repeat calls); every literal comes from the question, what earlier rounds
-        found, or the tools' declared values, and a replan cannot write again a call
-        that failed (:func:`~llm_compiler.dialects.grounding.plan_writable`).
+        repeat calls); with ``value_aids`` every literal comes from the question, what
+        earlier rounds found, or the tools' declared values, and a replan cannot write
+        again a call that failed (:func:`~llm_compiler.dialects.grounding.plan_writable`).
         """
         inputs = PlannerInput(context, self.planner_examples, self.constrained_examples)
         extras: dict[str, Any] = {}
         if context.constrained:
-            # Earlier tasks (never join lines) that found something.
-            known = context.known_ids - unusable_ids(context.prompt)
+            aids = context.prompt.value_aids
+            # Earlier tasks (never join lines), with value aids only those that found something.
+            known = context.known_ids - (unusable_ids(context.prompt) if aids else set())
             extras["grammar"] = plan_grammar(
                 context.tools,
                 first_id=context.next_id,
                 known_ids=sorted(known),
                 max_tasks=min(context.max_tasks, self.grammar_max_tasks),
-                writable=plan_writable(context.prompt, context.tools),
+                writable=plan_writable(context.prompt, context.tools) if aids else None,
             )
         if context.prompt.chat:
             return LLMRequest(messages=inputs.messages(), stop=PLAN_STOP, extras=extras)
@@ -110,11 +110,9 @@ class LLMCompilerDialect:
         return LLMRequest(prompt=inputs.system() + "\nQuestion:")
 
     def plan_parser(self, context: PlannerContext) -> PlanParser:
-        """An incremental parser of this round's plan lines; under constrained decoding a
-        first plan also gets the calls for names the question writes in the same place
-        as a call's argument (:mod:`~llm_compiler.dialects.coverage`)."""
-        return CoveringPlanParser(
-            question=context.prompt.question if context.constrained else "",
+        """An incremental parser of this round's plan lines: each line one task, but a
+        repeated call of a tool of ``context.merged``."""
+        return PlanParser(
             known_ids=context.known_ids,
             taken_ids=context.taken_ids,
             round=context.round,
@@ -123,6 +121,7 @@ class LLMCompilerDialect:
             max_plan_errors=context.max_plan_errors,
             max_line_chars=context.max_line_chars,
             max_arg_depth=context.max_arg_depth,
+            merged=context.merged,
         )
 
     def joiner_request(self, context: PromptContext) -> LLMRequest:
