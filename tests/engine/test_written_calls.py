@@ -173,3 +173,25 @@ def test_property_the_engine_runs_exactly_the_written_calls(
     asyncio.run(run())
     expected = {call: 1 if kinds[call[0]] in SERVED else n for call, n in Counter(written).items()}
     assert calls.made == expected
+
+
+# ---------------------------------------------------------------- one switch
+
+
+async def test_value_aids_off_leave_the_grammar_only_the_form_and_the_types():
+    def flight_price(city: str) -> float:
+        """The price of a return flight to a city, in US dollars."""
+        return 180.0
+
+    grammars = []
+    for aids in (True, False):
+        llm = ScriptedLLM([plan('flight_price("Rome")'), FINISH], chat=False)
+        wf = LLMCompilerWorkflow(
+            tools=[flight_price], llm=llm, constrained=True, value_aids=aids, timeout=30
+        )
+        await wf.run(user_msg="How much is a flight to Rome?")
+        grammars.append(llm.calls[0].kwargs["extra_body"]["grammar"])
+    aided, free = grammars
+    assert accepts(aided, plan('flight_price("Rome")'))
+    assert not accepts(aided, plan('flight_price("Paris")'))  # not a span of the question
+    assert accepts(free, plan('flight_price("Paris")'))
