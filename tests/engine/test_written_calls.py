@@ -150,20 +150,29 @@ _QUESTIONS = (
 
 @given(
     st.fixed_dictionaries({t: st.sampled_from(sorted(POLICIES)) for t in _TOOLS}),
-    st.lists(st.tuples(st.sampled_from(_TOOLS), st.sampled_from(_NAMES)), min_size=1, max_size=6),
+    st.lists(
+        st.tuples(st.sampled_from(_TOOLS), st.sampled_from(_NAMES), st.booleans()),
+        min_size=1,
+        max_size=6,
+    ),
     st.sampled_from(_QUESTIONS),
     st.permutations(_NAMES),
 )
 def test_property_the_engine_runs_exactly_the_written_calls(
     kinds: dict[str, str],
-    written: list[tuple[str, str]],
+    lines_written: list[tuple[str, str, bool]],
     question: str,
     names: list[str],
 ) -> None:
-    """Any plan, any policies, any negation in the question: each written call runs once
-    per line, but a call the result cache would serve, which runs once; nothing else."""
+    """Any plan (a call by position or by keyword), any policies, any negation in the
+    question: each written call runs once per line, but a call the result cache would
+    serve, which runs once; nothing else runs."""
     calls = Calls()
-    lines = [f'{tool}("{who}")' for tool, who in written]
+    written = [(tool, who) for tool, who, _ in lines_written]
+    lines = [
+        f'{tool}(who="{who}")' if by_keyword else f'{tool}("{who}")'
+        for tool, who, by_keyword in lines_written
+    ]
     policies = {t: POLICIES[k] for t, k in kinds.items()}
     wf = workflow([calls.tool(t) for t in _TOOLS], plan(*lines), tool_policies=policies)
 
