@@ -93,6 +93,15 @@ def test_a_store_that_refuses_the_login_is_a_one_line_error(
         assert err.startswith("error: Cannot reach the store postgresql://nobody:***@"), err
         assert 'role "nobody" does not exist' in err and "s3cret-pw" not in err
         assert err.strip().endswith("(the store is set by $LLM_COMPILER_STORE)"), err
+    import asyncio
+
+    from llm_compiler.cli import _serve, parse
+    from llm_compiler.errors import ConfigurationError
+
+    serve = parse(["serve", "--store", wrong, "--workflow", "tests.serving.cli_app:make"])
+    with pytest.raises(ConfigurationError, match=r"\(the store is set by --store\)$") as refused:
+        asyncio.run(_serve(serve))  # refused before it serves
+    assert "nobody:***@" in refused.value.message and "s3cret-pw" not in refused.value.message
 
 
 def test_a_version_2_store_is_upgraded_in_place(tmp_path: Path, capsys) -> None:
