@@ -116,7 +116,7 @@ def test_tables_stay_bounded_under_a_soak(database, calls: Calls, workers: list[
             t.join(60)
     assert not errors, errors[:3]
     # A worker stopped with SIGTERM leaves the table itself, before it exits.
-    assert seen["stop status"] == 0, seen
+    assert seen.get("stop status") == 0 and "killed" in seen, seen  # the churn happened
     assert seen["stopped"] not in seen["listed once stopped"].split(","), seen
     for sample in samples:
         assert sample["old"] == 0 and sample["orphans"] == 0, sample
