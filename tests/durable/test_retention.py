@@ -71,21 +71,22 @@ def client_loop(url: str, stop: threading.Event, done: list[float], errors: list
 
 
 def churn(database: str, calls: Calls, workers: list[Worker], seen: dict[str, Any]) -> None:
-    """A worker joins and is stopped with SIGTERM, then another joins and is killed; what
-    the table lists as each is gone goes in `seen`."""
+    """Two workers join (started together); one is stopped with SIGTERM, then the other
+    killed; what the table lists once the first has exited goes in `seen`."""
     retain = ("--retain", f"{RETAIN:g}s")
-    stopped = Worker(database, calls, *retain, "--drain-grace", f"{DRAIN_GRACE:g}")
-    workers.append(stopped)
-    seen["stopped"] = stopped.worker
+    stopped = Worker(database, calls, *retain, "--drain-grace", f"{DRAIN_GRACE:g}", wait=False)
+    killed = Worker(database, calls, *retain, wait=False)
+    workers += [stopped, killed]
+    stopped.ready()
+    killed.ready()
+    seen["stopped"], seen["killed"] = stopped.worker, killed.worker
     stopped.proc.send_signal(signal.SIGTERM)
     # Its drain ends within the grace; its exit follows the handover (bounded generously).
     seen["stop status"] = stopped.proc.wait(DRAIN_GRACE + EXIT_BOUND)
     seen["listed once stopped"] = snapshot(database, 0)["listed"]
     stopped.stop()  # its pipes
-    killed = Worker(database, calls, *retain)
-    workers.append(killed)
-    seen["killed"] = killed.worker
     killed.kill()
+    seen["done"] = True
 
 
 def test_tables_stay_bounded_under_a_soak(database, calls: Calls, workers: list[Worker]):
@@ -116,7 +117,7 @@ def test_tables_stay_bounded_under_a_soak(database, calls: Calls, workers: list[
             t.join(60)
     assert not errors, errors[:3]
     # A worker stopped with SIGTERM leaves the table itself, before it exits.
-    assert seen.get("stop status") == 0 and "killed" in seen, seen  # the churn happened
+    assert seen.get("stop status") == 0 and seen.get("done"), seen  # the churn happened
     assert seen["stopped"] not in seen["listed once stopped"].split(","), seen
     for sample in samples:
         assert sample["old"] == 0 and sample["orphans"] == 0, sample
