@@ -409,7 +409,8 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workflow",
         metavar="MODULE:ATTR",
-        help="your LLMCompilerWorkflow, LLMCompilerAgent team, dict of them or a factory "
+        help="your LLMCompilerWorkflow, LLMCompilerAgent team, dict of them or a factory; "
+        "the module is found in the working directory too "
         "(default: the demo tools on the model resolve_llm() picks)",
     )
     serve.add_argument(
