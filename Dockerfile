@@ -33,9 +33,10 @@ RUN if [ "$LOCAL_MODEL" = "1" ]; then \
       && rm -rf /var/lib/apt/lists/*; \
     fi
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
-    LLM_COMPILER_HOST=0.0.0.0 LLM_COMPILER_PORT=8000 PYTHONPATH=/app
+    LLM_COMPILER_HOST=0.0.0.0 LLM_COMPILER_PORT=8000
 RUN useradd --uid 10001 --home-dir /app --no-create-home --shell /usr/sbin/nologin llmc
 COPY --from=build /opt/venv /opt/venv
+# --workflow module:attr imports from the working directory: put your modules in /app.
 COPY --from=build --chown=root:root /src/examples /app/examples
 WORKDIR /app
 USER 10001

@@ -14,7 +14,7 @@ LG_STAMP := $(LG_VENV)/.stamp
 # it and each ' becomes '\'' (so `make demo Q="What's 2 + 2?"` reaches the demo intact).
 sh_quote = $(subst ','\'',$(value $(1)))
 
-.PHONY: bench-langgraph-venv bench-model install install-local install-browser install-postgres test test-fast chaos fuzz demo demo-mcp eval bench serve-llm serve lint format docs docs-serve clean
+.PHONY: bench-langgraph-venv bench-model install install-local install-browser install-postgres install-systemd test test-fast chaos fuzz demo demo-mcp eval bench serve-llm serve lint format docs docs-serve clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,7 @@ test: install
 		echo "WARNING: the embedded model could not be installed; its tests will be skipped."
 	@$(MAKE) --no-print-directory install-browser
 	@$(MAKE) --no-print-directory install-postgres
+	@$(MAKE) --no-print-directory install-systemd
 	@$(MAKE) --no-print-directory docs
 	$(BIN)/python -m pytest -q -rs
 
@@ -135,6 +136,14 @@ install-postgres:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			--no-install-recommends postgresql) || \
 		echo "WARNING: postgresql could not be installed; the durable-run tests will be skipped."
+
+## Debian's systemd package for `systemd-analyze verify` of the deploy's unit file (nothing is
+## enabled or started). Never fatal: without it that check is skipped with the reason.
+install-systemd:
+	@command -v systemd-analyze >/dev/null 2>&1 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends systemd) || \
+		echo "WARNING: systemd could not be installed; the unit file check will be skipped."
 
 ## LangGraph and its Postgres checkpointer in .venv-langgraph (benchmarks/langgraph_pg.py).
 bench-langgraph-venv: $(LG_STAMP)

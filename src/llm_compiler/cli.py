@@ -11,8 +11,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from workflows import Workflow
 from llm_compiler.errors import ConfigurationError, LLMCompilerError
 from llm_compiler.logs import FORMATS, LEVELS
 from llm_compiler.logs import configure as configure_logs
-from llm_compiler.serving.options import Setting, resolve
+from llm_compiler.serving.options import PREFIX, Setting, resolve
 from llm_compiler.tracing.metrics import stop_metrics
 from llm_compiler.tracing.otel import start_export
 from llm_compiler.tracing.prices import PRICES_ENV, load_prices
@@ -44,7 +44,8 @@ _WILDCARDS = ("0.0.0.0", "::")
 
 
 def load_workflows(spec: str) -> dict[str, Workflow]:
-    """Workflows from ``module:attr``: a workflow, a team, a dict of them, or a factory.
+    """Workflows from ``module:attr``: a workflow, a team, a dict of them, or a factory
+    (`module` found in the working directory too, as ``uvicorn`` finds an app).
 
     An ``LLMCompilerWorkflow`` is served as ``compiler``, any other workflow (e.g. an
     ``AgentWorkflow`` team of ``LLMCompilerAgent``) as ``team``.
@@ -57,6 +58,8 @@ def load_workflows(spec: str) -> dict[str, Workflow]:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ConfigurationError(f"--workflow takes module:attr, got {spec!r}.")
+    if os.getcwd() not in sys.path:  # as uvicorn: modules of the working directory import
+        sys.path.insert(0, os.getcwd())
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as e:
@@ -199,20 +202,32 @@ async def _serve(args: argparse.Namespace) -> None:
         "log_config": None,
         "drain_grace": args.drain_grace or None,
     }
-    spec = parse_store(args.store)
+    with _naming_the_store(args):
+        spec = parse_store(args.store)
     durable = None
     if spec.durable:
         from llm_compiler.durable import open_durable
         from llm_compiler.durable.backend import exit_on_fatal
 
-        durable = await open_durable(
-            spec,
-            idle_release=args.idle_release,
-            outage_limit=args.outage_limit,
-            on_fatal=exit_on_fatal,
-            retain=args.retain,
+        with _naming_the_store(args):
+            durable = await open_durable(
+                spec,
+                idle_release=args.idle_release,
+                outage_limit=args.outage_limit,
+                on_fatal=exit_on_fatal,
+                retain=args.retain,
+            )
+        print(  # noqa: T201
+            f"Runs are kept in {spec.shown}, from {_origin(args, 'store')} "
+            f"(worker {durable.worker}).",
+            flush=True,
         )
-        print(f"Runs are kept in {spec.shown} (worker {durable.worker}).", flush=True)  # noqa: T201
+    else:
+        logger.info(
+            "Runs are kept in memory (%s): they end with this process; a durable store "
+            "comes from --store, LLM_COMPILER_STORE or store in the --config file.",
+            _origin(args, "store"),
+        )
     options: dict[str, Any] = {"durable": durable, "max_runs": args.max_runs, "policy": policy}
     tool_policies = read_tool_policies(args.tool_policies)
     config = {} if args.result_cache else {"cache_results": False}
@@ -234,6 +249,27 @@ async def _serve(args: argparse.Namespace) -> None:
         share_result_cache(workflows, results)
         served = _operated(build_app(workflows, info={"model": model}, **options), args)
         await serve(served, args.host, args.port, on_ready=announce, **how)
+
+
+def _origin(args: argparse.Namespace, dest: str) -> str:
+    """Where setting `dest` of `args` came from, in words."""
+    origin = str(getattr(args, "origins", {}).get(dest, "default"))
+    if origin == "default":
+        return "the default"
+    if origin.startswith("--"):
+        return origin
+    return f"${origin}" if origin.startswith(PREFIX) else f"the configuration file {origin}"
+
+
+@contextmanager
+def _naming_the_store(args: argparse.Namespace) -> Iterator[None]:
+    """A store's configuration error, completed with where the store setting came from."""
+    try:
+        yield
+    except ConfigurationError as e:
+        raise ConfigurationError(
+            f"{e.message} (the store is set by {_origin(args, 'store')})"
+        ) from e
 
 
 def _shared_results(durable: Any) -> CacheStore | None:
@@ -373,7 +409,8 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workflow",
         metavar="MODULE:ATTR",
-        help="your LLMCompilerWorkflow, LLMCompilerAgent team, dict of them or a factory "
+        help="your LLMCompilerWorkflow, LLMCompilerAgent team, dict of them or a factory; "
+        "the module is found in the working directory too "
         "(default: the demo tools on the model resolve_llm() picks)",
     )
     serve.add_argument(
@@ -520,7 +557,16 @@ def _store_commands(commands: Any) -> None:
     )
     prune = actions.add_parser("prune", help="delete finished runs older than an age")
     for action in (migrate, prune):
-        action.add_argument("--store", required=True, help="sqlite:///path.db or postgresql://...")
+        action.add_argument(
+            "--store",
+            help="sqlite:///path.db or postgresql://... (default: LLM_COMPILER_STORE, else "
+            "store in the --config file, as for serve)",
+        )
+        action.add_argument(
+            "--config",
+            metavar="FILE",
+            help="the TOML file of the serve settings, for its store [$LLM_COMPILER_CONFIG]",
+        )
     prune.add_argument(
         "--older-than", type=_age, required=True, metavar="AGE", help="e.g. 7d, 12h, 30m"
     )
@@ -530,12 +576,13 @@ async def run_store(args: argparse.Namespace) -> None:
     """``llm-compiler store migrate|prune``."""
     from llm_compiler.durable import admin
 
-    if args.action == "migrate":
-        before, after = await admin.migrate(args.store)
-        print(f"Schema version {after} (was {before or 'none'}).")  # noqa: T201
-    else:
-        gone = await admin.prune_store(args.store, args.older_than)
-        print(f"Deleted {gone} finished run(s).")  # noqa: T201
+    with _naming_the_store(args):
+        if args.action == "migrate":
+            before, after = await admin.migrate(args.store)
+            print(f"Schema version {after} (was {before or 'none'}).")  # noqa: T201
+        else:
+            gone = await admin.prune_store(args.store, args.older_than)
+            print(f"Deleted {gone} finished run(s).")  # noqa: T201
 
 
 def _age(text: str) -> float:
@@ -644,6 +691,9 @@ SERVE_SETTINGS = (
     Setting("retain", None, _age),
 )
 
+#: What ``store migrate`` and ``store prune`` read the way ``serve`` does.
+STORE_SETTINGS = tuple(s for s in SERVE_SETTINGS if s.dest == "store")
+
 
 def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Any:
     """The command line, each setting it leaves out filled from the environment, the
@@ -655,6 +705,13 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
     args = parser().parse_args(argv)
     if args.command == "serve":
         resolve(args, SERVE_SETTINGS, environ)
+    else:
+        resolve(args, STORE_SETTINGS, environ, known=SERVE_SETTINGS)
+        if args.store in (None, "", "memory"):
+            raise ConfigurationError(
+                f"store {args.action} needs a durable store: give --store sqlite:///path.db "
+                "or postgresql://..., LLM_COMPILER_STORE, or store in the --config file."
+            )
     return args
 
 

@@ -53,6 +53,57 @@ def test_store_migrate_and_prune_from_the_command_line(tmp_path: Path, capsys) -
         main(["store", "prune", "--store", store, "--older-than", "soon"])
 
 
+def test_the_store_commands_read_the_environment_and_the_config_file(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """No password on argv: the store comes from LLM_COMPILER_STORE or the --config file."""
+    monkeypatch.setenv("LLM_COMPILER_STORE", f"sqlite:///{tmp_path / 'env.db'}")
+    assert main(["store", "migrate"]) == 0
+    assert "Schema version 3 (was none)" in capsys.readouterr().out
+    assert main(["store", "prune", "--older-than", "1d"]) == 0
+    assert "Deleted 0 finished run(s)." in capsys.readouterr().out
+    monkeypatch.delenv("LLM_COMPILER_STORE")
+    config = tmp_path / "llmc.toml"
+    config.write_text(f'store = "sqlite:///{tmp_path / "file.db"}"\n[serve]\nmax-runs = 8\n')
+    monkeypatch.setenv("LLM_COMPILER_CONFIG", str(config))
+    assert main(["store", "migrate"]) == 0
+    assert "Schema version 3 (was none)" in capsys.readouterr().out
+    assert (tmp_path / "env.db").exists() and (tmp_path / "file.db").exists()
+
+
+def test_a_store_that_is_not_a_database_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    (tmp_path / "junk.db").write_bytes(b"not a database, " * 256)
+    assert main(["store", "migrate", "--store", f"sqlite:///{tmp_path / 'junk.db'}"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "junk.db refused: file is not a database (the store is set by --store)" in err
+
+
+def test_a_store_that_refuses_the_login_is_a_one_line_error(
+    database: str, capsys, monkeypatch
+) -> None:
+    """A wrong login (here a role the cluster does not know) is one line naming the store,
+    its password masked, and where it was set, not asyncpg's traceback."""
+    wrong = database.replace("postgres@", "nobody:s3cret-pw@", 1)
+    monkeypatch.setenv("LLM_COMPILER_STORE", wrong)
+    for argv in (["store", "migrate"], ["store", "prune", "--older-than", "7d"]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1, err
+        assert err.startswith("error: Cannot reach the store postgresql://nobody:***@"), err
+        assert 'role "nobody" does not exist' in err and "s3cret-pw" not in err
+        assert err.strip().endswith("(the store is set by $LLM_COMPILER_STORE)"), err
+    import asyncio
+
+    from llm_compiler.cli import _serve, parse
+    from llm_compiler.errors import ConfigurationError
+
+    serve = parse(["serve", "--store", wrong, "--workflow", "tests.serving.cli_app:make"])
+    with pytest.raises(ConfigurationError, match=r"\(the store is set by --store\)$") as refused:
+        asyncio.run(_serve(serve))  # refused before it serves
+    assert "nobody:***@" in refused.value.message and "s3cret-pw" not in refused.value.message
+
+
 def test_a_version_2_store_is_upgraded_in_place(tmp_path: Path, capsys) -> None:
     """A store of schema version 2 (its inbox rows are deleted when handed over) gains the
     inbox's ``taken`` column; its waiting events stay."""

@@ -5,7 +5,9 @@ runs with the token from the token file, export metrics, and stop cleanly on SIG
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
 import shlex
 import shutil
 import signal
@@ -14,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 import yaml
@@ -104,8 +107,11 @@ def test_the_compose_workers_run_against_a_local_postgres(cluster, tmp_path, ser
     port = served[0].url.rsplit(":", 1)[1]
     assert subprocess.run(check, env={"LLM_COMPILER_PORT": port}, timeout=10).returncode == 0
     started = []
+    shown = f"postgresql://llmc:***@{store}"  # the configuration file's store, masked
     for server in served:
-        assert server.client.get("/readyz").status_code == 200
+        ready = server.client.get("/readyz")
+        assert ready.status_code == 200 and ready.json() == {"status": "ok", "store": shown}
+        assert f"Runs are kept in {shown}, from the configuration file " in server.output()
         body = {"start_event": {"user_msg": "Tokyo?"}}
         r = server.client.post("/workflows/compiler/run-nowait", json=body, headers=auth)
         assert r.status_code == 200, r.text
@@ -147,3 +153,100 @@ def test_the_secrets_script_keeps_what_exists(tmp_path):
     assert (tmp_path / "secrets" / "tokens").read_text() == first
     assert oct((tmp_path / "secrets").stat().st_mode)[-3:] == "700"
     assert sys.executable  # the script needs python3 on PATH, as the docs say
+
+
+def test_compose_restarts_its_services_and_has_a_port_for_each_scaled_worker():
+    """A worker that stops after a long outage (status 75) comes back; ``--scale
+    worker=5`` (the deployment page's example) finds a host port for each worker."""
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    for name, service in compose["services"].items():
+        assert service.get("restart") == "unless-stopped", name
+    worker = compose["services"]["worker"]
+    (ports,) = worker["ports"]
+    first, last = ports.split(":")[-2].split("-")
+    assert int(last) - int(first) + 1 >= max(5, worker["deploy"]["replicas"]), ports
+    assert "--scale worker=5" in (ROOT / "docs" / "deployment.md").read_text()
+
+
+def test_the_docker_context_leaves_out_the_secrets_and_keeps_what_the_image_copies():
+    ignored = [
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    for private in ("secrets", ".git", ".venv"):
+        assert private in ignored, private
+    copied = [
+        word
+        for line in joined().splitlines()
+        if line.startswith("COPY ") and "--from=" not in line
+        for word in line.split()[1:-1]
+    ]
+    assert {"src", "examples", "pyproject.toml"} <= set(copied), copied
+    for path in copied:
+        assert not any(fnmatch.fnmatch(path, pattern) for pattern in ignored), path
+    _, env, _ = dockerfile()
+    assert "PYTHONPATH" not in env  # --workflow imports from the working directory
+
+
+def unit_in_the_docs() -> str:
+    """The systemd unit the deployment page shows."""
+    page = (ROOT / "docs" / "deployment.md").read_text()
+    return page.split("```ini\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_systemd_unit_has_no_comment_after_a_setting():
+    """systemd reads ``#`` as a comment only at the start of a line: after a setting it
+    is part of the value (``kill -HUP $MAINPID # ...`` gets the comment's words)."""
+    unit = (ROOT / "deploy" / "llm-compiler.service").read_text()
+    assert unit_in_the_docs() == unit
+    for line in unit.splitlines():
+        if "=" in line and not line.lstrip().startswith(("#", ";")):
+            assert "#" not in line and " ;" not in line, line
+
+
+def test_the_systemd_unit_verifies(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed (make test installs Debian's systemd)")
+    # Its ExecStart is where the docs install the venv; here, a program that exists.
+    unit = (ROOT / "deploy" / "llm-compiler.service").read_text()
+    assert "ExecStart=/opt/llmc/bin/llm-compiler serve\n" in unit
+    (tmp_path / "llm-compiler.service").write_text(
+        unit.replace("/opt/llmc/bin/llm-compiler", shutil.which("true") or "/bin/true")
+    )
+    done = subprocess.run(
+        [analyze, "verify", str(tmp_path / "llm-compiler.service")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
+
+
+def test_a_workflow_module_imports_from_the_working_directory(tmp_path):
+    """As the console script runs it (``python -P``: the working directory is not on the
+    path, nor is it on PYTHONPATH), the docs' own ``examples.served_scripted:make``
+    serves from the repository's root; the store in use is logged."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    for name in ("LLM_COMPILER_STORE", "LLM_COMPILER_CONFIG"):
+        env.pop(name, None)
+    cmd = [sys.executable, "-P", "-m", "llm_compiler.cli", "serve", "--port", "0"]
+    cmd += ["--workflow", "examples.served_scripted:make"]
+    err = tmp_path / "err"
+    with err.open("w") as log:
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True
+        )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "Serving the live plan page at " in line, (line, err.read_text())
+        url = line.split(" at ")[1].split()[0]
+        ready = httpx.get(url + "readyz", timeout=10)
+        assert ready.json() == {"status": "ok", "store": "memory"}
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        proc.stdout.close()  # type: ignore[union-attr]
+    assert "Runs are kept in memory (the default)" in err.read_text()

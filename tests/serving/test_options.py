@@ -3,12 +3,17 @@ from the environment or a file, several at once, re-read without a restart."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from llm_compiler import ConfigurationError
 from llm_compiler.cli import SERVE_SETTINGS, main, parse, parser, security_policy
 
 TOKEN, OTHER, NEWER = "a" * 24, "b" * 24, "c" * 24
+ROOT = Path(__file__).parents[2]
 
 
 def test_every_serve_option_has_a_setting_and_an_environment_variable():
@@ -51,13 +56,90 @@ def test_a_serve_table_and_dashed_or_underscored_keys_read_alike(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        'store = "sqlite:///x.db"\nmax-runs = 3\n',
+        '[serve]\nstore = "sqlite:///x.db"\nmax-runs = 3\n',
+        'store = "sqlite:///x.db"\n[serve]\nmax-runs = 3\n',
+        'max-runs = 3\n[serve]\nstore = "sqlite:///x.db"\n',
+    ],
+    ids=["top-level", "serve-table", "top-then-table", "table-after-top"],
+)
+def test_both_layouts_are_read_whole(tmp_path, text):
+    """Keys at the top and in a [serve] table are all read: none is dropped."""
+    config = tmp_path / "serve.toml"
+    config.write_text(text)
+    args = parse(["serve", "--config", str(config)], {})
+    assert (args.store, args.max_runs) == ("sqlite:///x.db", 3)
+    assert args.origins["store"] == str(config) and args.origins["port"] == "default"
+
+
+def test_the_file_make_secrets_writes_keeps_its_store_below_a_serve_table(tmp_path):
+    """deploy/make-secrets.sh writes the store at the top; settings added under [serve]
+    below it leave the store where it was."""
+    shutil.copytree(ROOT / "deploy", tmp_path / "deploy")
+    subprocess.run(["sh", str(tmp_path / "deploy" / "make-secrets.sh")], check=True)
+    config = tmp_path / "secrets" / "llmc.toml"
+    written = config.read_text()
+    assert written.startswith('store = "postgresql://llmc:')
+    with config.open("a") as f:
+        f.write("[serve]\nmax-runs = 8\n")
+    args = parse(["serve"], {"LLM_COMPILER_CONFIG": str(config)})
+    assert args.store == written.split('"')[1] and args.max_runs == 8
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            'store = "memory"\n[server]\nport = 9\n',
+            r"table \[server\] hides its keys.*under \[serve\]",
+        ),
+        ("[serve.limits]\nmax-runs = 2\n", r"table \[serve.limits\] hides its keys"),
+        ("max-runs = 2\n[serve]\nmax_runs = 3\n", "max-runs is set twice; keep one"),
+        ("serve = 1\n", r"must be the \[serve\] table"),
+        ("stor = 'x'\n", "unknown setting stor .did you mean store"),
+    ],
+)
+def test_a_file_that_would_hide_or_repeat_a_key_is_an_error(tmp_path, text, message):
+    config = tmp_path / "serve.toml"
+    config.write_text(text)
+    with pytest.raises(ConfigurationError, match=message):
+        parse(["serve", "--config", str(config)], {})
+    with pytest.raises(ConfigurationError, match=message):  # the store commands read it too
+        parse(["store", "migrate", "--config", str(config)], {})
+
+
+def test_the_store_commands_take_the_store_as_serve_does(tmp_path):
+    config = tmp_path / "serve.toml"
+    config.write_text('[serve]\nstore = "sqlite:///file.db"\nmax-runs = 2\n')
+    env = {"LLM_COMPILER_CONFIG": str(config)}
+    assert parse(["store", "migrate"], env).store == "sqlite:///file.db"
+    env["LLM_COMPILER_STORE"] = "sqlite:///env.db"
+    prune = parse(["store", "prune", "--older-than", "7d"], env)
+    assert prune.store == "sqlite:///env.db" and prune.origins["store"] == "LLM_COMPILER_STORE"
+    flag = parse(["store", "migrate", "--store", "sqlite:///flag.db"], env)
+    assert flag.store == "sqlite:///flag.db"
+    with pytest.raises(ConfigurationError, match="store migrate needs a durable store"):
+        parse(["store", "migrate"], {})
+
+
+def test_a_store_command_without_a_store_is_a_one_line_error(capsys, monkeypatch):
+    monkeypatch.delenv("LLM_COMPILER_STORE", raising=False)
+    monkeypatch.delenv("LLM_COMPILER_CONFIG", raising=False)
+    assert main(["store", "prune", "--older-than", "7d"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "LLM_COMPILER_STORE" in err, err
+
+
+@pytest.mark.parametrize(
     ("env", "file", "message"),
     [
         ({"LLM_COMPILER_PORT": "eighty"}, "", "LLM_COMPILER_PORT: expected a port"),
         ({"LLM_COMPILER_MAX_RUNS": "0"}, "", "LLM_COMPILER_MAX_RUNS: expected a whole number"),
         ({"LLM_COMPILER_INSECURE": "maybe"}, "", "LLM_COMPILER_INSECURE: expected true or false"),
         ({"LLM_COMPILER_LOG_LEVEL": "loud"}, "", "expected one of debug"),
-        ({}, "prot = 80\n", "unknown settings prot"),
+        ({}, "prot = 80\n", "unknown setting prot .did you mean port"),
         ({}, "port = [1]\n", "port: expected one value"),
         ({}, "insecure = 'yes'\n", "insecure: expected true or false"),
         ({}, "port = \n", "is not TOML"),

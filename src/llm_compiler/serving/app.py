@@ -147,6 +147,7 @@ def build_app(
     # Only a compiler run's state is a CompilerState (the question is read from it).
     compilers = {n for n, w in workflows.items() if isinstance(w, LLMCompilerWorkflow)}
     policy = policy or SecurityPolicy()
+    kept = None if store is None or durable is not None else type(store).__name__
     server, store = _workflow_server(workflows.values(), store, durable, max_runs)
     extras: dict[str, list[type[Event]]] = {}
     for name, workflow in workflows.items():
@@ -176,7 +177,7 @@ def build_app(
         openai_body_route(workflows),
     ]
     guarded = RequestGuard(AnswerAfterCommit(parent, store), checks, max_body=max_body)
-    ops = Operations(workflows, durable)
+    ops = Operations(workflows, durable, kept)
     app = ops.wrap(SecurityGuard(ops.gate(guarded), policy))
     return ServedApp(app, server, payload, durable, policy, ops)
 

@@ -5,7 +5,9 @@
 * ``GET /readyz``: 200 when the worker accepts runs (started, not draining), its store
   answers and its model endpoints answer; else 503. Both are open without the token and
   without a Host check, and say nothing but ``{"status": "ok"}`` or
-  ``{"status": "unavailable"}`` (why is logged, once per change).
+  ``{"status": "unavailable"}`` (why is logged, once per change); ``/readyz`` adds the
+  store the worker keeps its runs in (its password masked), so a worker on the wrong one
+  shows.
 * While the durable store does not answer, starting a run (``POST
   /workflows/{name}/run`` and ``run-nowait``), sending an event and listing runs
   (``/api/runs``, ``/handlers``) answer 503 with ``Retry-After`` at once, before the
@@ -50,12 +52,18 @@ class Operations:
     Args:
         workflows: The served workflows (their models' endpoints are checked).
         durable: The durable backend, if any (its store is checked).
+        store: Where runs are kept, as ``/readyz`` shows it (default: the durable
+            store's URL, its password masked, else ``memory``).
     """
 
     def __init__(
-        self, workflows: Mapping[str, Workflow], durable: ServedDurable | None = None
+        self,
+        workflows: Mapping[str, Workflow],
+        durable: ServedDurable | None = None,
+        store: str | None = None,
     ) -> None:
         self.durable = durable
+        self.store = store or (durable.spec.shown if durable is not None else "memory")
         self.workflows = dict(workflows)
         self.started = False
         self.draining = False
@@ -230,7 +238,9 @@ class _Front:
             await self.app(scope, receive, send)
         elif path in PROBES:
             ready = path == "/livez" or await self.ops.unready() is None
-            body = json.dumps({"status": "ok" if ready else "unavailable"}).encode()
+            said = {"status": "ok" if ready else "unavailable"}
+            said |= {"store": self.ops.store} if path == "/readyz" else {}
+            body = json.dumps(said).encode()
             await _answer(send, 200 if ready else 503, body, "application/json")
         else:
             await self.app(scope, receive, send)

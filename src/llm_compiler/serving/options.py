@@ -2,9 +2,12 @@
 
 Each setting comes from the first of: its command-line flag, its environment variable
 (``LLM_COMPILER_<NAME>``), the configuration file (``--config FILE`` or
-``LLM_COMPILER_CONFIG``; keys named as the flags, without the dashes in front), its
-default. Lists (hosts, origins, tokens) are comma-separated in the environment,
-``--mcp`` servers one per line; booleans are ``1/true/yes/on`` or ``0/false/no/off``.
+``LLM_COMPILER_CONFIG``; keys named as the flags, without the dashes in front, at the top
+level or in a ``[serve]`` table, both read), its default. ``serve``, ``store migrate`` and
+``store prune`` read them alike; a key no setting has, a key set twice, or another table
+(whose keys TOML would hide from both) is an error naming it. Lists (hosts, origins,
+tokens) are comma-separated in the environment, ``--mcp`` servers one per line; booleans
+are ``1/true/yes/on`` or ``0/false/no/off``.
 
 No secret needs the command line (where ``ps`` shows it): the token comes from
 ``LLM_COMPILER_TOKEN``, several (for rotation) from ``LLM_COMPILER_TOKENS`` or a token
@@ -15,6 +18,7 @@ from libpq's own ``PGPASSWORD`` / ``PGPASSFILE`` (asyncpg reads them).
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -25,6 +29,8 @@ from llm_compiler.errors import ConfigurationError
 
 PREFIX = "LLM_COMPILER_"
 CONFIG_ENV = PREFIX + "CONFIG"
+#: The table a file may hold its settings in (beside the top-level keys).
+TABLE = "serve"
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
@@ -58,10 +64,12 @@ def boolean(text: str) -> bool:
 
 
 def read_config(path: str) -> dict[str, Any]:
-    """The settings of a TOML file (top-level keys, or a ``[serve]`` table).
+    """The settings of a TOML file: its top-level keys and its ``[serve]`` table's, merged
+    (dashed or underscored names alike).
 
     Raises:
-        ConfigurationError: The file cannot be read or is not TOML.
+        ConfigurationError: The file cannot be read or is not TOML, another table, or a
+            key set twice.
     """
     try:
         with open(path, "rb") as f:
@@ -70,18 +78,49 @@ def read_config(path: str) -> dict[str, Any]:
         raise ConfigurationError(f"Cannot read the configuration file {path}: {e}") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigurationError(f"The configuration file {path} is not TOML: {e}") from None
-    serve = data.get("serve", data)
+    serve = data.pop(TABLE, {})
     if not isinstance(serve, dict):
-        raise ConfigurationError(f"{path}: [serve] must be a table.")
-    return {str(k).replace("-", "_"): v for k, v in serve.items()}
+        raise ConfigurationError(f"{path}: {TABLE} must be the [{TABLE}] table of settings.")
+    merged: dict[str, Any] = {}
+    for table, keys in (("", data), (TABLE, serve)):
+        for key, value in keys.items():
+            name = str(key).replace("-", "_")
+            if isinstance(value, dict):
+                raise ConfigurationError(
+                    f"{path}: the table [{'.'.join(filter(None, (table, key)))}] hides its "
+                    f"keys from every setting; write them at the top level or under [{TABLE}]."
+                )
+            if name in merged:
+                raise ConfigurationError(
+                    f"{path}: {name.replace('_', '-')} is set twice; keep one."
+                )
+            merged[name] = value
+    return merged
+
+
+def _unknown(path: str, keys: set[str], known: set[str]) -> ConfigurationError:
+    """The error naming the first unknown key of `keys` and the setting it may mean."""
+    key = sorted(keys)[0]
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"did you mean {close[0].replace('_', '-')}? " if close else ""
+    return ConfigurationError(
+        f"{path}: unknown setting {key.replace('_', '-')} ({hint}keys are the options of "
+        "`llm-compiler serve --help` without their dashes)."
+    )
 
 
 def resolve(
     args: argparse.Namespace,
     settings: tuple[Setting, ...],
     environ: Mapping[str, str] | None = None,
+    known: tuple[Setting, ...] | None = None,
 ) -> argparse.Namespace:
-    """Fill every setting `args` leaves None from the environment, the file, the default.
+    """Fill every setting `args` leaves None from the environment, the file, the default;
+    ``args.origins`` says where each came from (a flag, a variable, the file, ``default``).
+
+    Args:
+        known: The settings a file may hold (default: `settings`); the others are read
+            by another command.
 
     Raises:
         ConfigurationError: An unknown key in the file, or a value of the wrong type
@@ -90,22 +129,26 @@ def resolve(
     environ = os.environ if environ is None else environ
     path = getattr(args, "config", None) or environ.get(CONFIG_ENV)
     file = read_config(path) if path else {}
-    known = {s.dest for s in settings}
-    unknown = sorted(set(file) - known)
-    if unknown:
-        names = ", ".join(k.replace("_", "-") for k in unknown)
-        raise ConfigurationError(f"{path}: unknown settings {names}.")
+    names = {s.dest for s in known or settings}
+    if set(file) - names:
+        raise _unknown(str(path), set(file) - names, names)
+    origins: dict[str, str] = getattr(args, "origins", {})
     for setting in settings:
         given = getattr(args, setting.dest, None)
         if given is not None and given != []:
+            origins[setting.dest] = f"--{setting.key}"
             continue
         if setting.variable in environ and environ[setting.variable].strip():
             value = _from_text(setting, environ[setting.variable], setting.variable)
+            origins[setting.dest] = setting.variable
         elif setting.dest in file:
             value = _from_file(setting, file[setting.dest], f"{path}: {setting.key}")
+            origins[setting.dest] = str(path)
         else:
             value = list(setting.default) if setting.kind in ("list", "lines") else setting.default
+            origins[setting.dest] = "default"
         setattr(args, setting.dest, value)
+    args.origins = origins
     return args
 
 
