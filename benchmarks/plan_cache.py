@@ -138,6 +138,7 @@ class Asker:
         store: MemoryCache | None = None,
         policies: dict[str, ToolPolicy] | None = None,
         delay: float = 0.0,
+        tool_list: list[Any] | None = None,
         **config: Any,
     ):
         self.plans: dict[str, str] = {}
@@ -146,7 +147,7 @@ class Asker:
         if policies is None:
             policies = PURE if config.get("cache_results") else {}
         self.wf = LLMCompilerWorkflow(
-            tools=tools(self.log, delay),
+            tools=tools(self.log, delay) if tool_list is None else tool_list,
             llm=self.llm,
             timeout=120,
             tool_policies=policies,
@@ -188,6 +189,7 @@ class Asker:
             "cached_calls": out.summary.cached_calls,
             "calls": calls,
             "tasks": [(t.tool, t.args) for t in out.summary.tasks],
+            "results": [(t.tool, t.args, t.status, t.output) for t in out.summary.tasks],
         }
 
 
