@@ -7,9 +7,9 @@ Usage: ``python -m benchmarks.plan_cache_lookalike``; writes
 - **Families**: the 5 shapes of :mod:`benchmarks.plan_cache` x 8 fillings on its
   latency-modelled cloud planner (which writes the right plan for each question), ``lookup``
   and ``subtract`` declared ``pure``, with and without the plan cache, interleaved filling by
-  filling: planner calls, mean and median time to the first task, and the answers (every task's tool,
-  arguments, status and output; the scripted joiner finishes) that differ from the uncached
-  run's.
+  filling: planner calls, mean and median time to the first task, and the answers (every
+  task's tool, arguments, status and output; the scripted joiner finishes) that differ from
+  the uncached run's.
 - **Look-alikes**: each case asks a seed question, then a probe that looks like it (a value
   the plan derived, operands in another order, another tool set, a negation), of a fresh
   workflow with the plan cache and of one without: whether the probe's answer differs from
