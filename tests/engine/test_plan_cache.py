@@ -77,6 +77,7 @@ class Calc:
 
 
 PLAN = "1. subtract(a=5, b=3)\n2. join()<END_OF_PLAN>"
+PURE = {"subtract": ToolPolicy(side_effect="pure")}
 
 
 async def test_a_seen_shape_skips_the_planner_and_the_joiner_still_judges():
@@ -84,7 +85,7 @@ async def test_a_seen_shape_skips_the_planner_and_the_joiner_still_judges():
     llm = ScriptedLLM(
         [PLAN, FINISH, FINISH, "1. subtract(a=1, b=1)\n2. join()<END_OF_PLAN>", FINISH]
     )
-    wf = LLMCompilerWorkflow(tools=calc.tools(), llm=llm, cache_plans=True)
+    wf = LLMCompilerWorkflow(tools=calc.tools(), llm=llm, cache_plans=True, tool_policies=PURE)
     first = await wf.run(user_msg="What is 5 minus 3?")
     assert first.summary.planner_calls_saved == 0 and len(llm.calls) == 2
     handler = wf.run(user_msg="What is 3 minus 40?")
@@ -105,12 +106,12 @@ async def test_a_replan_plans_afresh_and_a_changed_policy_finds_no_template():
     replan = "Thought: check again.\nAction: Replan(again)"
     again = "3. subtract(a=9, b=9)\n4. join()<END_OF_PLAN>"
     llm = ScriptedLLM([PLAN, FINISH, replan, again, FINISH, PLAN, FINISH])
-    wf = LLMCompilerWorkflow(tools=calc.tools(), llm=llm, cache_plans=True)
+    wf = LLMCompilerWorkflow(tools=calc.tools(), llm=llm, cache_plans=True, tool_policies=PURE)
     await wf.run(user_msg="What is 5 minus 3?")
     out = await wf.run(user_msg="What is 7 minus 2?")
     assert out.summary.planner_calls_saved == 1 and len(llm.calls) == 5  # round 1 planned
     assert calc.calls == [(5, 3), (7, 2), (9, 9)]
-    pure = {"subtract": ToolPolicy(side_effect="pure")}
+    pure = {"subtract": ToolPolicy(side_effect="pure", version="2")}
     wf.config = wf.config.model_copy(update={"tool_policies": pure})
     out = await wf.run(user_msg="What is 5 minus 3?")
     assert out.summary.planner_calls_saved == 0 and len(llm.calls) == 7
