@@ -1,7 +1,7 @@
 """The result cache in scripted runs and on its own: a repeated cacheable call runs once in
-a run and within its TTL across runs; an ``at_most_once`` call always runs; an error is
-never served; a served result is a ``TaskResult`` marked ``cached`` in events, summary and
-spans."""
+a run and within its TTL across runs, for its own workflow or namespace only; an
+``at_most_once`` call always runs; an error is never served; a served result is a
+``TaskResult`` marked ``cached`` in events, summary and spans."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ async def ask_price(tool: Any, store: Any, namespace: str | None = None) -> Task
         llm=ScriptedLLM(['1. price(item="tea")\n2. join()<END_OF_PLAN>', FINISH]),
         tool_policies={"price": ToolPolicy(side_effect="pure", cache_ttl=600)},
         result_cache=store,
-        cache_namespace=namespace,
+        **({} if namespace is None else {"cache_namespace": namespace}),
     )
     return (await run(wf))[1][0]
 

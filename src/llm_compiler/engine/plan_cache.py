@@ -2,13 +2,14 @@
 values replaced by the new question's, instead of a planner call.
 
 After a run that answered in its first round with every task done, its plan is kept as a
-template if every argument value of the plan is a slot: a string or number the plan uses
-once and the question writes once, exactly as the plan writes it (``60``, not ``-60``,
-``60.5`` or ``sixty``). A plan with any other value (one the planner derived: computed,
-converted, a constant like the ``60`` of "seconds in 5 minutes", a value used twice, a
-boolean) keeps no template, nor does one calling a tool while the tool set holds another
-that takes the same arguments (which of them to call may depend on the value). Every
-other word of the question must then match exactly: a new question fills the slots from
+template. Each argument value of the plan is a slot if every one can be: a string or
+number the plan uses once and the question writes once, exactly as the plan writes it
+(``60``, not ``-60``, ``60.5`` or ``sixty``). If any cannot (a value the planner derived:
+computed, converted, a constant like the ``60`` of "seconds in 5 minutes", a value used
+twice, a boolean), or the plan calls a tool while the tool set holds another that takes
+the same arguments (which of them to call may depend on the value), the template has no
+slot: it fills only the same question. Every other word of the question must match
+exactly: a new question fills the slots from
 its own words at the same places, so ``5 minus 3`` and ``3 minus 5`` fill ``a`` and ``b``
 by position and never swap. A slot takes as many words as the value it replaced, and a
 number slot only a number. Templates are kept per workflow and per tool set (the tools'
@@ -129,10 +130,21 @@ def _plan_spans(plan: str, value: Any) -> tuple[str, list[tuple[int, int]]]:
     return "", _spans(plan, repr(value) if isinstance(value, float) else str(value))
 
 
-def learn(question: str, plan: str, tasks: Iterable[PlanTask]) -> Template | None:
-    """The template of `question` answered by `plan` (its text) and `tasks`, or None
-    unless every argument value is a slot (see the module docstring)."""
-    question = normal(question)
+def learn(
+    question: str, plan: str, tasks: Iterable[PlanTask], slots: bool = True
+) -> Template | None:
+    """The template of `question` answered by `plan` (its text) and `tasks` (None if
+    there are none): with a slot for each argument value if each can be one and `slots`,
+    else one that fills only `question` itself."""
+    question, tasks = normal(question), list(tasks)
+    if not tasks:
+        return None
+    slotted = _slotted(question, plan, tasks) if slots else None
+    return slotted or Template(re.compile(re.escape(question)), plan, ())
+
+
+def _slotted(question: str, plan: str, tasks: list[PlanTask]) -> Template | None:
+    """The template with a slot for each argument value, or None if a value is no slot."""
     values = arguments(tasks)
     if not values:
         return None
@@ -248,8 +260,9 @@ class PlanCache:
             return
         if any(state.outcomes.get(t.id) is None or state.outcomes[t.id].is_error for t in tasks):
             return
-        template = learn(state.question, record.text, tasks)
-        if template is None or any(alternative(tools, t.tool) for t in tasks):
+        slots = not any(alternative(tools, t.tool) for t in tasks)
+        template = learn(state.question, record.text, tasks, slots)
+        if template is None:
             return
         pure = all(rules.of(t.tool).side_effect == "pure" for t in tasks)
         self.keep(toolset_key(tools, rules, dialect), replace(template, pure=pure))
