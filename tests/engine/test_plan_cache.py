@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from llm_compiler import LLMCompilerWorkflow, TaskResult, ToolPolicy
@@ -177,6 +177,8 @@ def right_plan(shape: Shape, values: tuple[int, int]) -> tuple[str, str, list[Pl
 values_st = st.tuples(*[st.sampled_from([2, 3, 5, 7, 8, 14, 60, 120, 150, -4])] * 2)
 
 
+@example(SHAPES[0], (60, 0), (5, 0), "fill")
+@example(SHAPES[4], (4, 150), (5, 150), "fill")
 @given(st.sampled_from(SHAPES), values_st, values_st, st.sampled_from(["fill", "swap", "negate"]))
 def test_property_a_look_alike_question_gets_its_right_plan_or_none(shape, seed, new, change):
     """Metamorphic: after a seed question, a look-alike (other values, the derived value

@@ -6,15 +6,15 @@ template. Each argument value of the plan is a slot if every one can be: a strin
 number the plan uses once and the question writes once, exactly as the plan writes it
 (``60``, not ``-60``, ``60.5`` or ``sixty``). If any cannot (a value the planner derived:
 computed, converted, a constant like the ``60`` of "seconds in 5 minutes", a value used
-twice, a boolean), or the plan calls a tool while the tool set holds another that takes
-the same arguments (which of them to call may depend on the value), the template has no
-slot: it fills only the same question. Every other word of the question must match
-exactly: a new question fills the slots from
-its own words at the same places, so ``5 minus 3`` and ``3 minus 5`` fill ``a`` and ``b``
-by position and never swap. A slot takes as many words as the value it replaced, and a
-number slot only a number. Templates are kept per workflow and per tool set (the tools'
-names, descriptions and schemas, their policies and the dialect): another tool set finds
-none. A template whose plan calls a tool that is not ``pure`` is used only with
+twice, a boolean), or the plan calls a tool with a string (a name) while the tool set
+holds another tool that takes the same arguments (which of them to call may depend on the
+name), the template has no slot: it fills only the same question. Every other word of the
+question must match exactly: a new question fills the slots from its own words at the
+same places, so ``5 minus 3`` and ``3 minus 5`` fill ``a`` and ``b`` by position and never
+swap. A slot takes as many words as the value it replaced, and a number slot only a
+number. Templates are kept per workflow and per tool set (the tools' names, descriptions
+and schemas, their policies and the dialect): another tool set finds none. A template
+whose plan calls a tool that is not ``pure`` is used only with
 ``cache_plans_with_effects``. A replan always plans afresh, and the joiner judges the
 results as for any plan.
 """
@@ -199,10 +199,11 @@ def _marked(plan: str, edits: list[tuple[int, int, int]], order: list[int]) -> s
     return "".join(out)
 
 
-def alternative(tools: ToolSet, name: str) -> bool:
-    """Whether `tools` holds another tool taking the same arguments as tool `name`."""
-    own = tools.get(name)
-    if own is None:
+def alternative(tools: ToolSet, task: PlanTask) -> bool:
+    """Whether `task` has a string argument (a name, which may be what chose its tool) and
+    `tools` holds another tool taking the same arguments as its own."""
+    own = tools.get(task.tool)
+    if own is None or not any(isinstance(v, str) for v in arguments([task]) or ()):
         return False
     params = _params(own)
     return any(t is not own and _params(t) == params for t in tools)
@@ -260,7 +261,7 @@ class PlanCache:
             return
         if any(state.outcomes.get(t.id) is None or state.outcomes[t.id].is_error for t in tasks):
             return
-        slots = not any(alternative(tools, t.tool) for t in tasks)
+        slots = not any(alternative(tools, t) for t in tasks)
         template = learn(state.question, record.text, tasks, slots)
         if template is None:
             return
