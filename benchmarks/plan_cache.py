@@ -9,9 +9,10 @@ The embedded model's side is :mod:`benchmarks.plan_cache_embedded`.
   good planner writes) and whose joiner finishes. Three modes, each a workflow per shape
   (the shapes side by side), interleaved filling by filling, ``lookup`` and ``subtract``
   declared ``pure``: no cache; the plan cache; the plan cache and the result cache
-  (lookups kept 600 s, one store per mode). Per mode: planner calls and tokens, mean time to the first task and to the
-  answer, answers right (every tool call the question needs, with its arguments in place: a
-  swapped operand counts as wrong), tool calls made and served from cache.
+  (lookups kept 600 s, one store per mode). Per mode: planner calls and tokens, mean time
+  to the first task and to the answer, answers right (every tool call the question needs,
+  with its arguments in place: a swapped operand counts as wrong), tool calls made and
+  served from cache.
 - **Speculation**: the same families with ``lookup`` taking 0.5 s and declared ``pure``
   without a TTL, the result cache on and the plan cache off, with and without
   ``speculate``: what starting the predicted lookups while the planner writes saves.
