@@ -162,6 +162,8 @@ async def test_the_default_process_store_keeps_each_workflows_results_apart():
     cheap, dear = price_tool(1.25), price_tool(9.99)
     assert (await ask_price(cheap, None)).output == 1.25
     assert (await ask_price(dear, None)).output == 9.99
+    with pytest.raises(ConfigurationError, match="cache_namespace"):
+        LLMCompilerWorkflow(tools=[cheap], llm=ScriptedLLM([]), cache_namespace="")
 
 
 async def test_without_a_ttl_a_later_run_calls_again():
