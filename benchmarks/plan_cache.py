@@ -7,11 +7,12 @@ The embedded model's side is :mod:`benchmarks.plan_cache_embedded`.
 - **Families**: 5 shapes x 10 fillings on the latency-modelled cloud model of
   :mod:`benchmarks.model`, whose planner writes the right plan for each question (what a
   good planner writes) and whose joiner finishes. Three modes, each a workflow per shape
-  (the shapes side by side), interleaved filling by filling: no cache; the plan cache; the
-  plan cache and the result cache (``lookup`` declared ``pure`` with a 600 s TTL, one store
-  per mode). Per mode: planner calls and tokens, mean time to the first task and to the
-  answer, answers right (every tool call the question needs, with its arguments in place: a
-  swapped operand counts as wrong), tool calls made and served from cache.
+  (the shapes side by side), interleaved filling by filling, ``lookup`` and ``subtract``
+  declared ``pure``: no cache; the plan cache; the plan cache and the result cache
+  (lookups kept 600 s, one store per mode). Per mode: planner calls and tokens, mean time
+  to the first task and to the answer, answers right (every tool call the question needs,
+  with its arguments in place: a swapped operand counts as wrong), tool calls made and
+  served from cache.
 - **Speculation**: the same families with ``lookup`` taking 0.5 s and declared ``pure``
   without a TTL, the result cache on and the plan cache off, with and without
   ``speculate``: what starting the predicted lookups while the planner writes saves.
@@ -119,7 +120,10 @@ MODES = {
     "plan_cache": {"cache_plans": True, "cache_results": False},
     "plan_and_result_cache": {"cache_plans": True, "cache_results": True},
 }
-PURE = {"lookup": ToolPolicy(side_effect="pure", cache_ttl=600)}
+#: Both tools are pure (the plan cache reuses only plans of pure tools); with the result
+#: cache, lookups are kept 600 s.
+PLAIN = {"lookup": ToolPolicy(side_effect="pure"), "subtract": ToolPolicy(side_effect="pure")}
+PURE = PLAIN | {"lookup": ToolPolicy(side_effect="pure", cache_ttl=600)}
 #: Speculation against the result cache alone, both with ``lookup`` pure without a TTL
 #: (so only calls within a run are served) and taking 0.5 s.
 SPECULATION = {
@@ -138,15 +142,16 @@ class Asker:
         store: MemoryCache | None = None,
         policies: dict[str, ToolPolicy] | None = None,
         delay: float = 0.0,
+        tool_list: list[Any] | None = None,
         **config: Any,
     ):
         self.plans: dict[str, str] = {}
         self.log: list[tuple[str, Any]] = []
         self.llm = LatencyLLM(self.script, model)
         if policies is None:
-            policies = PURE if config.get("cache_results") else {}
+            policies = PURE if config.get("cache_results") else PLAIN
         self.wf = LLMCompilerWorkflow(
-            tools=tools(self.log, delay),
+            tools=tools(self.log, delay) if tool_list is None else tool_list,
             llm=self.llm,
             timeout=120,
             tool_policies=policies,
@@ -188,6 +193,7 @@ class Asker:
             "cached_calls": out.summary.cached_calls,
             "calls": calls,
             "tasks": [(t.tool, t.args) for t in out.summary.tasks],
+            "results": [(t.tool, t.args, t.status, t.output) for t in out.summary.tasks],
         }
 
 

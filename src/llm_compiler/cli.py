@@ -282,15 +282,20 @@ def _shared_results(durable: Any) -> CacheStore | None:
 
 
 def share_result_cache(workflows: Mapping[str, Workflow], store: CacheStore | None) -> None:
-    """Each compiler of `workflows` that keeps results in the process's default store
-    keeps them in `store` instead (one made with a store of its own keeps that)."""
+    """Each compiler of `workflows` without a ``cache_namespace`` gets its served name as
+    one (so every worker serving it shares its results, and no other compiler's); each
+    that keeps results in the process's default store keeps them in `store` instead (one
+    made with a store of its own keeps that)."""
     from llm_compiler.engine.cache import PROCESS_CACHE
     from llm_compiler.engine.workflow import LLMCompilerWorkflow
 
-    if store is None:
-        return
-    for workflow in workflows.values():
-        if isinstance(workflow, LLMCompilerWorkflow) and workflow.result_cache is PROCESS_CACHE:
+    for name, workflow in workflows.items():
+        if not isinstance(workflow, LLMCompilerWorkflow):
+            continue
+        if workflow.config.cache_namespace is None:
+            namespace = {"cache_namespace": f"served:{name}"}
+            workflow.config = workflow.config.model_copy(update=namespace)
+        if store is not None and workflow.result_cache is PROCESS_CACHE:
             workflow.result_cache = store
 
 

@@ -58,10 +58,16 @@ class CompilerConfig(BaseModel):
         cache_results: Serve a repeated call of a cacheable tool (``pure``, or opted in
             by its policy) from the result cache instead of calling it again (see
             :mod:`llm_compiler.engine.cache`). Off: every call runs.
+        cache_namespace: Whose results a workflow's calls are served: None, its own only;
+            a name, those of every workflow with that name (whose equal-looking tools
+            must then give equal results), in this process or a shared store.
         cache_plans: Keep the plan of a run that answered in its first round as a
             template, and give a new question of the same shape (its other words the
             same, its names and numbers at the same places) that plan filled with its own
             values instead of a planner call (see :mod:`llm_compiler.engine.plan_cache`).
+            Only plans whose every call is of a ``pure`` tool, unless
+            ``cache_plans_with_effects``.
+        cache_plans_with_effects: Reuse plans that call tools that are not ``pure`` too.
         speculate: Keep such templates, and while the planner writes a fresh question's
             first plan, start the ``pure`` calls the template of its shape predicts; the
             real plan's equal calls take their results (see
@@ -89,7 +95,9 @@ class CompilerConfig(BaseModel):
     tool_policies: dict[str, ToolPolicy] | None = None
     task_order: Literal["critical_path", "plan"] = "critical_path"
     cache_results: bool = True
+    cache_namespace: str | None = Field(default=None, min_length=1)
     cache_plans: bool = False
+    cache_plans_with_effects: bool = False
     speculate: bool = False
 
     @model_validator(mode="after")

@@ -50,12 +50,14 @@ class Shop:
 
 
 async def ask(tool: Any, store: Any, ttl: float = 600) -> tuple[Any, list[TaskResult]]:
-    """One run of PLAN on a new workflow (a worker) keeping results in `store`."""
+    """One run of PLAN on a new workflow (a worker of the compiler ``shop``) keeping
+    results in `store`."""
     wf = LLMCompilerWorkflow(
         tools=[tool],
         llm=ScriptedLLM([PLAN, FINISH]),
         tool_policies={"price": ToolPolicy(side_effect="pure", cache_ttl=ttl)},
         result_cache=store,
+        cache_namespace="shop",
     )
     handler = wf.run(user_msg="What do tea and salt cost?")
     results = [ev async for ev in handler.stream_events() if isinstance(ev, TaskResult)]
@@ -177,6 +179,7 @@ def test_serve_gives_each_compiler_its_stores_shared_cache(tmp_path: Path):
     assert isinstance(store, SqliteCacheStore)
     share_result_cache({"a": plain, "b": mine}, store)
     assert plain.result_cache is store and mine.result_cache is own
+    assert plain.cache_owner == "namespace:served:a" != mine.cache_owner
     tool = shop.tool()
     for _ in range(2):  # the migrated table serves the second run
         _, results = asyncio.run(ask(tool, store))

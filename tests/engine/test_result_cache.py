@@ -1,7 +1,7 @@
 """The result cache in scripted runs and on its own: a repeated cacheable call runs once in
-a run and within its TTL across runs; an ``at_most_once`` call always runs; an error is
-never served; a served result is a ``TaskResult`` marked ``cached`` in events, summary and
-spans."""
+a run and within its TTL across runs, for its own workflow or namespace only; an
+``at_most_once`` call always runs; an error is never served; a served result is a
+``TaskResult`` marked ``cached`` in events, summary and spans."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ async def test_cache_results_off_runs_every_call():
     assert out.summary.cached_calls == 0
 
 
-async def test_a_result_with_a_ttl_serves_a_new_workflow_with_the_same_tool():
+async def test_a_result_with_a_ttl_serves_a_new_workflow_of_the_same_namespace():
     tools = Counting()
     store = MemoryCache()
     found = [tool_map(tools.tools())["t0"]]  # the same tool object for both workflows
@@ -111,10 +111,59 @@ async def test_a_result_with_a_ttl_serves_a_new_workflow_with_the_same_tool():
             llm=ScriptedLLM([plan_of([("t0", "a")]), FINISH]),
             tool_policies=rules,
             result_cache=store,
+            cache_namespace="counting",
         )
         out, results = await run(wf)
         assert tools.calls[("t0", "a")] == 1
     assert results[0].cached and out.summary.cached_calls == 1 and len(store) == 1
+
+
+def price_tool(price: float) -> Any:
+    """A ``price`` tool that answers `price`; every such tool looks alike to the planner."""
+
+    def price_of(item: str) -> float:
+        return price
+
+    price_of.__name__, price_of.__doc__ = "price", "The price of an item."
+    return tool_map([price_of])["price"]
+
+
+async def ask_price(tool: Any, store: Any, namespace: str | None = None) -> TaskResult:
+    wf = LLMCompilerWorkflow(
+        tools=[tool],
+        llm=ScriptedLLM(['1. price(item="tea")\n2. join()<END_OF_PLAN>', FINISH]),
+        tool_policies={"price": ToolPolicy(side_effect="pure", cache_ttl=600)},
+        result_cache=store,
+        **({} if namespace is None else {"cache_namespace": namespace}),
+    )
+    return (await run(wf))[1][0]
+
+
+@pytest.mark.parametrize("shared", ["process", "sqlite"])
+async def test_two_workflows_with_look_alike_tools_never_serve_each_other(tmp_path, shared):
+    """Two workflows of one process, or of one SQLite store, whose ``price`` tools look
+    alike: each is answered by its own tool, unless both set one namespace."""
+    from llm_compiler.engine.cache_sqlite import SqliteCacheStore
+
+    store = MemoryCache() if shared == "process" else SqliteCacheStore(tmp_path / "c.db")
+    cheap, dear = price_tool(1.25), price_tool(9.99)
+    assert (await ask_price(cheap, store)).output == 1.25
+    mine = await ask_price(dear, store)
+    assert mine.output == 9.99 and not mine.cached
+    assert (await ask_price(cheap, store, "shop")).output == 1.25  # opted in: shared
+    theirs = await ask_price(cheap, store, "shop")
+    assert theirs.output == 1.25 and theirs.cached
+    assert (await ask_price(dear, store, "other")).output == 9.99
+    if isinstance(store, SqliteCacheStore):
+        store.close()
+
+
+async def test_the_default_process_store_keeps_each_workflows_results_apart():
+    cheap, dear = price_tool(1.25), price_tool(9.99)
+    assert (await ask_price(cheap, None)).output == 1.25
+    assert (await ask_price(dear, None)).output == 9.99
+    with pytest.raises(ConfigurationError, match="cache_namespace"):
+        LLMCompilerWorkflow(tools=[cheap], llm=ScriptedLLM([]), cache_namespace="")
 
 
 async def test_without_a_ttl_a_later_run_calls_again():
@@ -152,6 +201,7 @@ def test_keys_follow_tool_version_and_canonical_arguments():
     assert key != cache_key(tool, pure, {"q": "a", "n": [2, 1]})
     assert key != cache_key(other, pure, {"q": "a", "n": [1, 2]})
     assert key != cache_key(tool, ToolPolicy(side_effect="pure", version="2"), {"q": "a"})
+    assert key != cache_key(tool, pure, {"q": "a", "n": [1, 2]}, owner="namespace:x")
     assert cache_key(tool, pure, {"q": float("nan")}) is None  # no canonical form: not cached
     assert cache_key(tool, pure, {"q": object()}) is None
 
@@ -339,6 +389,7 @@ async def test_a_sqlite_store_serves_another_workers_result_within_its_ttl(tmp_p
                 llm=ScriptedLLM([plan_of([("t0", "a")]), FINISH]),
                 tool_policies=rules,
                 result_cache=store,
+                cache_namespace="counting",
             )
             out, results = await run(wf)
             assert results[0].cached == (worker == 1) and results[0].output == "t0(a)"

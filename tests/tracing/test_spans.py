@@ -287,7 +287,8 @@ async def test_a_round_planned_from_the_plan_cache_says_so_on_its_span(exporter)
 
     plan = "1. subtract(a=5, b=3)\n2. join()<END_OF_PLAN>"
     wf = LLMCompilerWorkflow(tools=[subtract], llm=ScriptedLLM([plan, FINISH, FINISH]))
-    wf.config = wf.config.model_copy(update={"cache_plans": True})
+    pure = {"subtract": ToolPolicy(side_effect="pure")}
+    wf.config = wf.config.model_copy(update={"cache_plans": True, "tool_policies": pure})
     await wf.run(user_msg="What is 5 minus 3?")
     exporter.clear()
     out = await wf.run(user_msg="What is 9 minus 4?")

@@ -1,11 +1,13 @@
 """The result cache: a call of a ``pure`` tool (or an ``idempotent`` one whose policy opts
 in, see :class:`~llm_compiler.tools.policy.ToolPolicy`) is not made twice.
 
-A call's key is its tool (name, description and argument schema), the version its policy
-declares and its arguments as canonical JSON. Within a run the same call runs once: a
-second task with the same key waits for the first and takes its output. Across runs a
-result is served from a :class:`CacheStore` for the ``cache_ttl`` seconds its policy
-declares (by default one :class:`MemoryCache` per process, shared by every workflow). An
+A call's key is its owner, its tool (name, description and argument schema), the version
+its policy declares and its arguments as canonical JSON. The owner is the workflow's
+``cache_namespace`` if set, else that workflow object alone: two workflows share results
+only when they set the same namespace. Within a run the same call runs once: a second
+task with the same key waits for the first and takes its output. Across runs a result is
+served from a :class:`CacheStore` for the ``cache_ttl`` seconds its policy declares (by
+default one :class:`MemoryCache` per process, each workflow its own keys in it). An
 ``at_most_once`` call is never cached, and neither is an error: the next call with the
 key runs the tool again. A served result is an ordinary ``TaskResult`` with ``cached``
 set, ``attempts`` 0 and ``saved`` the seconds the call took when it ran.
@@ -115,16 +117,18 @@ def fingerprint(tool: BaseTool) -> str:
     return digest
 
 
-def cache_key(tool: BaseTool, policy: ToolPolicy, args: Mapping[str, Any]) -> str | None:
-    """The key of a call of `tool` with `args`, or None if the arguments have no canonical
-    JSON form (such a call is not cached)."""
+def cache_key(
+    tool: BaseTool, policy: ToolPolicy, args: Mapping[str, Any], owner: str = ""
+) -> str | None:
+    """The key of `owner`'s call of `tool` with `args`, or None if the arguments have no
+    canonical JSON form (such a call is not cached)."""
     try:
         canonical = json.dumps(
             args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
     except (TypeError, ValueError):
         return None
-    text = "\0".join((fingerprint(tool), policy.version, canonical))
+    text = "\0".join((owner, fingerprint(tool), policy.version, canonical))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -139,8 +143,9 @@ def serves(policy: ToolPolicy, enabled: bool = True) -> bool:
 
 class ResultCache:
     """Serves repeated calls: within a run always, across runs from `store` within their
-    policy's ``cache_ttl``. `clock` is ``time.time`` (tests give their own). A store that
-    fails (a database away) is logged and taken as a miss: the tool is called."""
+    policy's ``cache_ttl``, to calls of the same `owner` only (see :func:`cache_key`).
+    `clock` is ``time.time`` (tests give their own). A store that fails (a database away)
+    is logged and taken as a miss: the tool is called."""
 
     def __init__(
         self,
@@ -161,13 +166,14 @@ class ResultCache:
         policy: ToolPolicy,
         call: Call,
         enabled: bool = True,
+        owner: str = "",
     ) -> TaskResult:
-        """The result of `ready`'s call: served if an equal call ran (in this run, or
-        within its TTL), else made by `call` (and kept if it succeeded). Not `enabled`:
-        made by `call`."""
+        """The result of `ready`'s call: served if an equal call of `owner` ran (in this
+        run, or within its TTL), else made by `call` (and kept if it succeeded). Not
+        `enabled`: made by `call`."""
         key = None
         if tool is not None and serves(policy, enabled):
-            key = cache_key(tool, policy, ready.args)
+            key = cache_key(tool, policy, ready.args, owner)
         if key is None:
             return await call()
         begun = self.clock()

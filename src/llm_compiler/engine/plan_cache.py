@@ -1,16 +1,22 @@
 """The plan cache: a question of a shape already answered gets that answer's plan, its
-literals replaced by the new question's, instead of a planner call.
+values replaced by the new question's, instead of a planner call.
 
 After a run that answered in its first round with every task done, its plan is kept as a
-template: each argument value the question states exactly once (a name, a number) becomes
-a slot, at its place in the question and in the plan's text; every other word of the
-question must then match exactly. A new question fills the slots from its own words at
-the same places, so ``5 minus 3`` and ``3 minus 5`` fill ``a`` and ``b`` by position and
-never swap; a question whose other words differ does not match. A slot takes as many
-words as the value it replaced, and a number slot only a number. Templates are kept per
-tool set (the tools' names, descriptions and schemas, their policies and the dialect):
-a changed tool or policy finds none. A replan always plans afresh, and the joiner judges
-the results as for any plan.
+template. Each argument value of the plan is a slot if every one can be: a string or
+number the plan uses once and the question writes once, exactly as the plan writes it
+(``60``, not ``-60``, ``60.5`` or ``sixty``). If any cannot (a value the planner derived:
+computed, converted, a constant like the ``60`` of "seconds in 5 minutes", a value used
+twice, a boolean), or the plan calls a tool with a string (a name) while the tool set
+holds another tool that takes the same arguments (which of them to call may depend on the
+name), the template has no slot: it fills only the same question. Every other word of the
+question must match exactly: a new question fills the slots from its own words at the
+same places, so ``5 minus 3`` and ``3 minus 5`` fill ``a`` and ``b`` by position and never
+swap. A slot takes as many words as the value it replaced, and a number slot only a
+number. Templates are kept per workflow and per tool set (the tools' names, descriptions
+and schemas, their policies and the dialect): another tool set finds none. A template
+whose plan calls a tool that is not ``pure`` is used only with
+``cache_plans_with_effects``. A replan always plans afresh, and the joiner judges the
+results as for any plan.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llama_index.core.tools import BaseTool
@@ -66,11 +72,12 @@ class Slot:
 
 @dataclass(frozen=True)
 class Template:
-    """A question's shape and the plan text to fill."""
+    """A question's shape and the plan text to fill (`pure`: it calls ``pure`` tools only)."""
 
     pattern: re.Pattern[str]
     plan: str
     slots: tuple[Slot, ...]
+    pure: bool = False
 
     def fill(self, question: str) -> str | None:
         """The plan for `question`, or None if it is not of this shape."""
@@ -88,29 +95,27 @@ def normal(question: str) -> str:
     return " ".join(question.split())
 
 
-def literals(tasks: Iterable[PlanTask]) -> list[Any]:
-    """The distinct scalar argument values (strings, numbers) of `tasks`, in order."""
+def arguments(tasks: Iterable[PlanTask]) -> list[Any] | None:
+    """Every scalar argument value (string, number) of `tasks`, in order and repeats kept;
+    None if an argument holds another value (a boolean, a null)."""
     out: list[Any] = []
 
-    def walk(value: Any) -> None:
+    def walk(value: Any) -> bool:
         if isinstance(value, dict):
-            if "$ref" not in value:
-                for v in value.values():
-                    walk(v)
-        elif isinstance(value, list | tuple):
-            for v in value:
-                walk(v)
-        elif isinstance(value, str | int | float) and not isinstance(value, bool):
-            if value not in out and str(value).strip():
-                out.append(value)
+            return "$ref" in value or all(walk(v) for v in value.values())
+        if isinstance(value, list | tuple):
+            return all(walk(v) for v in value)
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            out.append(value)
+            return True
+        return False
 
-    for task in tasks:
-        walk(task.kwargs)
-    return out
+    return out if all(walk(task.kwargs) for task in tasks) else None
 
 
 def _spans(text: str, needle: str) -> list[tuple[int, int]]:
-    return [m.span() for m in re.finditer(rf"(?<![\w.]){re.escape(needle)}(?![\w]|\.\d)", text)]
+    pattern = rf"(?<![\w.\-]){re.escape(needle)}(?![\w]|\.\d)"
+    return [m.span() for m in re.finditer(pattern, text)]
 
 
 def _plan_spans(plan: str, value: Any) -> tuple[str, list[tuple[int, int]]]:
@@ -125,26 +130,38 @@ def _plan_spans(plan: str, value: Any) -> tuple[str, list[tuple[int, int]]]:
     return "", _spans(plan, repr(value) if isinstance(value, float) else str(value))
 
 
-def learn(question: str, plan: str, tasks: Iterable[PlanTask]) -> Template | None:
-    """The template of `question` answered by `plan` (its text) and `tasks`, or None
-    when a literal is stated twice in the question or cannot be found in the plan."""
-    question = normal(question)
+def learn(
+    question: str, plan: str, tasks: Iterable[PlanTask], slots: bool = True
+) -> Template | None:
+    """The template of `question` answered by `plan` (its text) and `tasks` (None if
+    there are none): with a slot for each argument value if each can be one and `slots`,
+    else one that fills only `question` itself."""
+    question, tasks = normal(question), list(tasks)
+    if not tasks:
+        return None
+    slotted = _slotted(question, plan, tasks) if slots else None
+    return slotted or Template(re.compile(re.escape(question)), plan, ())
+
+
+def _slotted(question: str, plan: str, tasks: list[PlanTask]) -> Template | None:
+    """The template with a slot for each argument value, or None if a value is no slot."""
+    values = arguments(tasks)
+    if not values:
+        return None
     marks: list[tuple[int, int, int]] = []  # question spans, slot index
     edits: list[tuple[int, int, int]] = []  # plan spans, slot index
     slots: list[Slot] = []
-    for value in literals(tasks):
+    for value in values:
         text = repr(value) if isinstance(value, float) else str(value)
         where = _spans(question, text)
-        if not where:
-            continue  # a constant of the plan: kept as written
         quote, in_plan = _plan_spans(plan, value)
-        if len(where) > 1 or not in_plan:
-            return None
+        if values.count(value) > 1 or len(where) != 1 or len(in_plan) != 1:
+            return None  # derived, or used or written more than once: no slot
         kind = "str" if isinstance(value, str) else type(value).__name__
         slots.append(Slot(kind, len(text.split()), quote))
         marks.append((*where[0], len(slots) - 1))
-        edits += [(a, b, len(slots) - 1) for a, b in in_plan]
-    if not slots or _overlap(marks) or _overlap(edits):
+        edits.append((*in_plan[0], len(slots) - 1))
+    if _overlap(marks) or _overlap(edits):
         return None
     pattern, order = _pattern(question, sorted(marks), slots)
     return Template(
@@ -182,6 +199,23 @@ def _marked(plan: str, edits: list[tuple[int, int, int]], order: list[int]) -> s
     return "".join(out)
 
 
+def alternative(tools: ToolSet, task: PlanTask) -> bool:
+    """Whether `task` has a string argument (a name, which may be what chose its tool) and
+    `tools` holds another tool taking the same arguments as its own."""
+    own = tools.get(task.tool)
+    if own is None or not any(isinstance(v, str) for v in arguments([task]) or ()):
+        return False
+    params = _params(own)
+    return any(t is not own and _params(t) == params for t in tools)
+
+
+def _params(tool: BaseTool) -> frozenset[str]:
+    try:
+        return frozenset(tool.metadata.get_parameters_dict().get("properties", {}))
+    except Exception:  # noqa: BLE001 - a schema that cannot be rendered: no arguments known
+        return frozenset()
+
+
 def toolset_key(tools: Iterable[BaseTool], rules: RunPolicies, dialect: str) -> str:
     """A digest of the tools a plan may call, their policies and the plan format."""
     parts = [dialect]
@@ -208,10 +242,11 @@ class PlanCache:
         while len(templates) > self.kept:
             templates.popitem(last=False)
 
-    def plans(self, tools_key: str, question: str) -> Iterator[str]:
-        """The filled plans of the templates `question` matches, newest first."""
+    def plans(self, tools_key: str, question: str, effects: bool = False) -> Iterator[str]:
+        """The filled plans of the templates `question` matches, newest first (not
+        `effects`: of those calling ``pure`` tools only)."""
         for template in reversed(self._sets.get(tools_key, {}).values()):
-            filled = template.fill(question)
+            filled = template.fill(question) if effects or template.pure else None
             if filled is not None:
                 yield filled
 
@@ -226,9 +261,12 @@ class PlanCache:
             return
         if any(state.outcomes.get(t.id) is None or state.outcomes[t.id].is_error for t in tasks):
             return
-        template = learn(state.question, record.text, tasks)
-        if template is not None:
-            self.keep(toolset_key(tools, rules, dialect), template)
+        slots = not any(alternative(tools, t) for t in tasks)
+        template = learn(state.question, record.text, tasks, slots)
+        if template is None:
+            return
+        pure = all(rules.of(t.tool).side_effect == "pure" for t in tasks)
+        self.keep(toolset_key(tools, rules, dialect), replace(template, pure=pure))
 
     def plan_for(
         self,
@@ -237,10 +275,12 @@ class PlanCache:
         rules: RunPolicies,
         dialect: str,
         parse: Callable[[str], PlanEvent],
+        effects: bool = False,
     ) -> PlanEvent | None:
         """The plan of the newest template `question` fills whose plan parses without an
-        error (marked ``cached``), or None: plan with the model."""
-        for text in self.plans(toolset_key(tools, rules, dialect), question):
+        error (marked ``cached``), or None: plan with the model. Not `effects`: templates
+        that call only ``pure`` tools."""
+        for text in self.plans(toolset_key(tools, rules, dialect), question, effects):
             plan = parse(text)
             if not plan.errors and all(t.error is None for t in plan.tasks):
                 return plan.model_copy(update={"cached": True})

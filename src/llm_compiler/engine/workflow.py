@@ -205,6 +205,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         self._calls = Calls()
         self._started_calls = StartedCalls()
         self._results = ResultCache(result_cache)
+        self._owner = f"workflow:{uuid.uuid4().hex}"
         self._plans = PlanCache()
         self._speculation = Speculation()
 
@@ -217,6 +218,13 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
     @result_cache.setter
     def result_cache(self, store: CacheStore) -> None:
         self._results.store = store
+
+    @property
+    def cache_owner(self) -> str:
+        """Whose cached results this workflow's calls are served: its ``cache_namespace``,
+        else this object's own (see :mod:`.cache`)."""
+        namespace = self.config.cache_namespace
+        return self._owner if namespace is None else f"namespace:{namespace}"
 
     def run(
         self, ctx: Context | None = None, start_event: Any = None, **kwargs: Any
@@ -327,7 +335,8 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         of a shape answered before), its tasks sent to the scheduler; else None."""
         if not self.config.cache_plans:
             return None
-        plan = self._template_plan(state, tools, context)
+        effects = self.config.cache_plans_with_effects
+        plan = self._template_plan(state, tools, context, effects)
         if plan is None:
             return None
         plan = plan.model_copy(update={"run_id": state.run_id})
@@ -335,14 +344,15 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         return plan
 
     def _template_plan(
-        self, state: CompilerState, tools: ToolSet, context: Any
+        self, state: CompilerState, tools: ToolSet, context: Any, effects: bool
     ) -> PlanEvent | None:
-        """The plan a kept template gives the run's first round (a fresh question only)."""
+        """The plan a kept template gives the run's first round (a fresh question only;
+        `effects`: a template calling tools that are not ``pure`` too)."""
         if state.round or state.mode != "run" or state.transcript:
             return None
         parse = partial(parse_plan_text, self.dialect, context, tools=tools)
         rules, name = self._rules(state), self.dialect.name
-        return self._plans.plan_for(state.question, tools, rules, name, parse)
+        return self._plans.plan_for(state.question, tools, rules, name, parse, effects)
 
     def _speculate(
         self, ctx: Context[CompilerState], state: CompilerState, tools: ToolSet, context: Any
@@ -350,7 +360,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         """Start the calls a template predicts while the planner writes (``speculate``)."""
         if not (self.config.speculate and self.config.cache_results):
             return
-        plan = self._template_plan(state, tools, context)
+        plan = self._template_plan(state, tools, context, effects=True)  # starts pure calls only
         if plan is not None:
             calls = predicted(plan, state.run_id, tools, self._rules(state))
             start = partial(self._cached_call, ctx, state.run_id)
@@ -380,7 +390,8 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
             on_attempt=on_attempt,
         )
         with self._runs.tool_call(run_id):
-            return await self._results.run(run_id, ready, tool, policy, call, enabled)
+            owner = self.cache_owner
+            return await self._results.run(run_id, ready, tool, policy, call, enabled, owner)
 
     async def _hold(self, ctx: Context[CompilerState], plan: PlanEvent, approve: bool) -> None:
         """Record, in one write, a plan no scheduler takes now: the planner call that made
