@@ -140,3 +140,60 @@ async def test_cancel_task_cancels_the_run(overlap):
         await stop(task)
     assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
     assert events[-1][1]["type"] == "WorkflowCancelledEvent"
+
+
+async def test_the_card_is_public_and_declares_the_bearer_token(overlap):
+    policy = SecurityPolicy.build(token=TOKEN)
+    url, task, _ = await start_server(
+        lambda: build_app({"compiler": workflow(overlap)}, policy=policy)
+    )
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:  # no token
+            card = await A2ACardResolver(httpx_client=http, base_url=url).get_agent_card()
+            refused = await http.post(f"{url}/a2a", json={"jsonrpc": "2.0", "id": 1})
+    finally:
+        await stop(task)
+    scheme = card.security_schemes["bearer"].http_auth_security_scheme
+    assert scheme.scheme.lower() == "bearer"
+    assert [list(r.schemes) for r in card.security_requirements] == [["bearer"]]
+    assert refused.status_code == 401
+
+
+async def test_a_held_task_is_read_and_answered_after_a_restart(overlap, tmp_path):
+    """The task is the run: a new app on the same durable store gets it and its verdict."""
+    from llm_compiler.durable import open_durable
+
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    async def app_on_store():
+        durable = await open_durable(store)
+        return await start_server(lambda: build_app({"compiler": paying(overlap)}, durable=durable))
+
+    url, task, _ = await app_on_store()
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            _, client = await client_for(http, url, streaming=False)
+            held = task_of([r async for r in client.send_message(ask(new_text_part("pay?")))])
+            await client.close()
+    finally:
+        await stop(task)
+    url, task, _ = await app_on_store()
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            _, client = await client_for(http, url, streaming=False)
+            got = await client.get_task(GetTaskRequest(id=held.id))
+            (data,) = get_data_parts(got.status.message.parts)
+            verdict = new_data_part({"action": "approve"})
+            request = ask(verdict, task_id=held.id, context_id=got.context_id)
+            done = task_of([r async for r in client.send_message(request)])
+            after = await client.get_task(GetTaskRequest(id=held.id))
+            await client.close()
+    finally:
+        await stop(task)
+    assert held.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert got.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert [a["tool"] for a in data["approvals"]] == ["pay"]
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert get_artifact_text(done.artifacts[0]) == ANSWER
+    assert after.status.state == TaskState.TASK_STATE_COMPLETED
+    assert get_artifact_text(after.artifacts[0]) == ANSWER
