@@ -24,6 +24,7 @@ from a2a.types import (
 
 from llm_compiler.serving import build_app
 from llm_compiler.serving.security import SecurityPolicy
+from tests.durable.conftest import cluster  # noqa: F401 - the session's Postgres
 
 from .conftest import ANSWER, sse, start_server, stop, workflow
 from .test_mcp_api import paying
@@ -197,3 +198,45 @@ async def test_a_held_task_is_read_and_answered_after_a_restart(overlap, tmp_pat
     assert get_artifact_text(done.artifacts[0]) == ANSWER
     assert after.status.state == TaskState.TASK_STATE_COMPLETED
     assert get_artifact_text(after.artifacts[0]) == ANSWER
+
+
+async def test_another_worker_answers_get_a_verdict_and_a_resubscribe(overlap, cluster):  # noqa: F811
+    """Two workers on one Postgres: the task started on the first is read, followed and
+    answered through the second, while the first holds its run."""
+    from a2a.types import SubscribeToTaskRequest
+
+    from llm_compiler.durable import open_durable
+
+    database = cluster.new_database()
+
+    async def worker(name: str):
+        durable = await open_durable(database, worker=name)
+        return await start_server(lambda: build_app({"compiler": paying(overlap)}, durable=durable))
+
+    first, first_task, _ = await worker("first")
+    second, second_task, _ = await worker("second")
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            _, one = await client_for(http, first, streaming=False)
+            held = task_of([r async for r in one.send_message(ask(new_text_part("pay?")))])
+            _, two = await client_for(http, second, streaming=False)
+            got = await two.get_task(GetTaskRequest(id=held.id))
+            _, following = await client_for(http, second, streaming=True)
+            stream = following.subscribe(SubscribeToTaskRequest(id=held.id))
+            snapshot = await anext(stream)  # the task as it stands, before the verdict
+            request = ask(new_data_part({"action": "approve"}), task_id=held.id)
+            done = task_of([r async for r in two.send_message(request)])
+            followed = [r async for r in stream]
+            for client in (one, two, following):
+                await client.close()
+    finally:
+        await stop(second_task)
+        await stop(first_task)
+    assert got.status.state == TaskState.TASK_STATE_INPUT_REQUIRED and got.id == held.id
+    assert snapshot.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert get_artifact_text(done.artifacts[0]) == ANSWER
+    artifacts = [r.artifact_update.artifact for r in followed if r.HasField("artifact_update")]
+    assert [get_artifact_text(a) for a in artifacts] == [ANSWER]
+    statuses = [r.status_update.status.state for r in followed if r.HasField("status_update")]
+    assert statuses[-1] == TaskState.TASK_STATE_COMPLETED
