@@ -240,3 +240,40 @@ async def test_another_worker_answers_get_a_verdict_and_a_resubscribe(overlap, c
     assert [get_artifact_text(a) for a in artifacts] == [ANSWER]
     statuses = [r.status_update.status.state for r in followed if r.HasField("status_update")]
     assert statuses[-1] == TaskState.TASK_STATE_COMPLETED
+
+
+def kept_per_task(obj: object) -> dict[str, object]:
+    """`obj`'s attributes that hold something per task (non-empty maps)."""
+    return {k: v for k, v in vars(obj).items() if isinstance(v, dict) and v}
+
+
+async def test_nothing_of_a_task_stays_in_memory_once_it_ends(overlap):
+    import gc
+
+    from a2a.server.request_handlers import DefaultRequestHandler
+
+    from llm_compiler.serving.a2a_api import CompilerExecutor
+
+    url, task, _ = await start_server(lambda: build_app({"compiler": paying(overlap)}))
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            _, client = await client_for(http, url, streaming=False)
+            held = task_of([r async for r in client.send_message(ask(new_text_part("pay?")))])
+            verdict = ask(new_data_part({"action": "approve"}), task_id=held.id)
+            ended = [task_of([r async for r in client.send_message(verdict)])]
+            for _ in range(2):  # the script holds the first plan only
+                ended.append(
+                    task_of([r async for r in client.send_message(ask(new_text_part("a?")))])
+                )
+            assert {t.status.state for t in ended} == {TaskState.TASK_STATE_COMPLETED}
+            await client.close()
+        (handler,) = [
+            o
+            for o in gc.get_objects()
+            if isinstance(o, DefaultRequestHandler)
+            and isinstance(o.agent_executor, CompilerExecutor)
+        ]
+        assert kept_per_task(handler.agent_executor) == {}
+        assert kept_per_task(handler.task_store) == {}
+    finally:
+        await stop(task)
