@@ -254,7 +254,7 @@ async def test_nothing_of_a_task_stays_in_memory_once_it_ends(overlap):
 
     from llm_compiler.serving.a2a_api import CompilerExecutor
 
-    url, task, _ = await start_server(lambda: build_app({"compiler": paying(overlap)}))
+    url, task, served = await start_server(lambda: build_app({"compiler": paying(overlap)}))
     try:
         async with httpx.AsyncClient(timeout=30) as http:
             _, client = await client_for(http, url, streaming=False)
@@ -272,6 +272,7 @@ async def test_nothing_of_a_task_stays_in_memory_once_it_ends(overlap):
             for o in gc.get_objects()
             if isinstance(o, DefaultRequestHandler)
             and isinstance(o.agent_executor, CompilerExecutor)
+            and o.agent_executor.runs.server is served.server
         ]
         assert kept_per_task(handler.agent_executor) == {}
         assert kept_per_task(handler.task_store) == {}

@@ -211,35 +211,36 @@ class CompilerExecutor(AgentExecutor):
 def updates(item: Any, task_id: str, context_id: str) -> list[Event]:
     """The task's events for an item of :meth:`ServedRuns.follow`: a status message per
     milestone, ``input-required`` with the held calls, the answer and the end."""
+    if isinstance(item, Ended):
+        return _ended(item, task_id, context_id)
     if isinstance(item, Awaiting):
         data = new_data_part({"approvals": [approval(r) for r in item.held]})
         parts = [new_text_part(item.message()), data]
         return [_status(TaskState.TASK_STATE_INPUT_REQUIRED, task_id, context_id, parts)]
-    if isinstance(item, Ended):
-        if item.answer is not None:
-            answer = Artifact(
-                artifact_id="answer", name="answer", parts=[new_text_part(item.answer)]
-            )
-            done = _status(TaskState.TASK_STATE_COMPLETED, task_id, context_id, [])
-            return [
-                TaskArtifactUpdateEvent(task_id=task_id, context_id=context_id, artifact=answer),
-                done,
-            ]
-        if item.cancelled:
-            return [_status(TaskState.TASK_STATE_CANCELED, task_id, context_id, [])]
-        error = item.error or "The run ended without an answer."
-        return [_status(TaskState.TASK_STATE_FAILED, task_id, context_id, [new_text_part(error)])]
     text = milestone(item)
-    return (
-        [_status(TaskState.TASK_STATE_WORKING, task_id, context_id, [new_text_part(text)])]
-        if text
-        else []
-    )
+    working = _status(TaskState.TASK_STATE_WORKING, task_id, context_id, [new_text_part(text)])
+    return [working] if text else []
+
+
+def _ended(item: Ended, task_id: str, context_id: str) -> list[Event]:
+    """The answer as the ``answer`` artifact and ``completed``; ``canceled``; ``failed``."""
+    if item.answer is not None:
+        parts = [new_text_part(item.answer)]
+        answer = Artifact(artifact_id="answer", name="answer", parts=parts)
+        return [
+            TaskArtifactUpdateEvent(task_id=task_id, context_id=context_id, artifact=answer),
+            _status(TaskState.TASK_STATE_COMPLETED, task_id, context_id, []),
+        ]
+    if item.cancelled:
+        return [_status(TaskState.TASK_STATE_CANCELED, task_id, context_id, [])]
+    error = [new_text_part(item.error or "The run ended without an answer.")]
+    return [_status(TaskState.TASK_STATE_FAILED, task_id, context_id, error)]
 
 
 def _status(
     state: TaskState, task_id: str, context_id: str, parts: list[Part]
 ) -> TaskStatusUpdateEvent:
+    """A status update now, with an agent message of `parts` if there are any."""
     status = TaskStatus(state=state)
     if parts:
         status.message.CopyFrom(
