@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from workflows import Workflow
 
 from llm_compiler.errors import ConfigurationError, LLMCompilerError
-from llm_compiler.logs import FORMATS, LEVELS
+from llm_compiler.logs import FORMATS, LEVELS, say
 from llm_compiler.logs import configure as configure_logs
 from llm_compiler.serving.options import PREFIX, Setting, resolve
 from llm_compiler.tracing.metrics import stop_metrics
@@ -190,7 +190,7 @@ async def _serve(args: argparse.Namespace) -> None:
     if not policy.insecure:  # before the model starts: fail in a second, not in a minute
         check_exposure(policy, args.host)  # (serve() checks again, and warns if insecure)
     if args.host in _WILDCARDS and not args.allow_host:
-        print(  # noqa: T201
+        say(
             f"Note: on {args.host}, requests must name this server by a loopback name; add "
             "--allow-host NAME for each name or address other machines use to reach it."
         )
@@ -217,10 +217,9 @@ async def _serve(args: argparse.Namespace) -> None:
                 on_fatal=exit_on_fatal,
                 retain=args.retain,
             )
-        print(  # noqa: T201
+        say(
             f"Runs are kept in {spec.shown}, from {_origin(args, 'store')} "
-            f"(worker {durable.worker}).",
-            flush=True,
+            f"(worker {durable.worker})."
         )
     else:
         logger.info(
@@ -241,7 +240,7 @@ async def _serve(args: argparse.Namespace) -> None:
         served = _operated(build_app(workflows, info={"model": model}, **options), args)
         await serve(served, args.host, args.port, on_ready=announce, **how)
         return
-    print("Starting the model…", flush=True)  # noqa: T201
+    say("Starting the model…")
     timeout = args.mcp_tool_timeout or MCP_TOOL_TIMEOUT
     demo = demo_workflows(args.prompt_cache, args.mcp, timeout)
     async with demo as (workflows, model):
@@ -383,12 +382,11 @@ def _announce(token: str | None, url: str) -> None:
     page the token instead."""
     for wildcard in ("//0.0.0.0:", "//[::]:"):  # a browser reaches those by a loopback name
         url = url.replace(wildcard, "//127.0.0.1:")
-    print(f"Serving the live plan page at {url}  (Ctrl-C to stop)", flush=True)  # noqa: T201
+    say(f"Serving the live plan page at {url}  (Ctrl-C to stop)")
     if token:
-        print(  # noqa: T201
+        say(
             f"The API needs the server's token (LLM_COMPILER_TOKEN, or the token file): open "
-            f"the page as {url}#token=<token>.",
-            flush=True,
+            f"the page as {url}#token=<token>."
         )
 
 
@@ -584,10 +582,10 @@ async def run_store(args: argparse.Namespace) -> None:
     with _naming_the_store(args):
         if args.action == "migrate":
             before, after = await admin.migrate(args.store)
-            print(f"Schema version {after} (was {before or 'none'}).")  # noqa: T201
+            say(f"Schema version {after} (was {before or 'none'}).")
         else:
             gone = await admin.prune_store(args.store, args.older_than)
-            print(f"Deleted {gone} finished run(s).")  # noqa: T201
+            say(f"Deleted {gone} finished run(s).")
 
 
 def _age(text: str) -> float:

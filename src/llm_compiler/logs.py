@@ -4,7 +4,10 @@ The library only logs through :mod:`logging` (loggers under ``llm_compiler``); t
 is what ``llm-compiler serve`` installs on the root logger, and any application may too.
 Every line says, where known, the run (``run_id``) and the task (``task_id``) it is
 about: a compiler run's steps and tool calls carry them in context variables, and a
-record may name them itself (``logger.info(..., extra={"run_id": ...})``).
+record may name them itself (``logger.info(..., extra={"run_id": ...})``). What the
+command tells its operator on stdout (the page's URL, the store) goes through :func:`say`,
+so with ``--log-format json`` every line on every stream is a JSON object. The access log
+(``serve --access-log``) is a record per request with its fields (:data:`ACCESS_FIELDS`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ FORMATS = ("text", "json")
 #: Loggers of libraries that log every request at INFO (httpx: each model call).
 _CHATTY = ("httpx", "httpcore")
 _TEXT = "%(asctime)s %(levelname)s %(name)s%(ids)s: %(message)s"
+#: The logger of the lines the command prints on stdout for its operator.
+CONSOLE = "llm_compiler.console"
+#: The fields of an access log record, besides the run (JSON lines carry each).
+ACCESS_FIELDS = ("method", "path", "status", "duration_ms", "handler_id")
+_FIELDS = ("run_id", "task_id", "worker", *ACCESS_FIELDS)
 
 
 @contextmanager
@@ -85,7 +93,7 @@ class QuietReconnects(logging.Filter):
 
 class JsonFormatter(logging.Formatter):
     """One JSON object a line: time (UTC, ISO 8601), level, logger, message, run_id,
-    task_id where known, and the traceback (``exc``) if the record has one."""
+    task_id where known, an access record's fields, and the traceback (``exc``) if any."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -94,7 +102,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for name in ("run_id", "task_id", "worker"):
+        for name in _FIELDS:
             if getattr(record, name, None) is not None:
                 line[name] = getattr(record, name)
         if record.exc_info:
@@ -102,8 +110,19 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, default=str)
 
 
+def say(message: str) -> None:
+    """Tell the operator `message` on stdout: the line as is, or a JSON log line once
+    :func:`configure` chose JSON (a line as is before it did)."""
+    console = logging.getLogger(CONSOLE)
+    if console.handlers:
+        console.info(message)
+    else:
+        print(message, flush=True)  # noqa: T201
+
+
 def configure(level: str = "info", fmt: str = "text") -> logging.Handler:
-    """Log to stderr at `level` in `fmt` (``text`` or ``json``); the handler installed.
+    """Log to stderr at `level` in `fmt` (``text`` or ``json``), and send what :func:`say`
+    says to stdout in the same format; the stderr handler installed.
 
     The handler is added to the root logger (remove it to undo).
     """
@@ -111,6 +130,7 @@ def configure(level: str = "info", fmt: str = "text") -> logging.Handler:
     handler.addFilter(ContextFilter())
     handler.addFilter(QuietReconnects())
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(_TEXT))
+    _console(fmt)
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level.upper())
@@ -118,3 +138,14 @@ def configure(level: str = "info", fmt: str = "text") -> logging.Handler:
     for name in _CHATTY:
         logging.getLogger(name).setLevel(quiet)
     return handler
+
+
+def _console(fmt: str) -> None:
+    """The stdout handler of :func:`say` (one, whatever the calls of :func:`configure`)."""
+    console = logging.getLogger(CONSOLE)
+    out = logging.StreamHandler(sys.stdout)
+    out.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter("%(message)s"))
+    out.addFilter(ContextFilter())
+    console.handlers = [out]
+    console.propagate = False
+    console.setLevel(logging.INFO)

@@ -103,7 +103,7 @@ async def test_standalone_run_returns_agent_output():
     assert sorted(r.tool_output.content for r in results) == ["<a>", "<b>"]
 
 
-async def test_router_hands_off_to_the_compiler_which_answers_from_shared_memory():
+async def test_router_hands_off_to_the_compiler_whose_calls_and_results_carry_their_arguments():
     script = ['1. lookup("x")\n2. lookup("y")\n3. join()', FINISH.format("x and y found")]
     team = AgentWorkflow(
         agents=[
@@ -131,6 +131,11 @@ async def test_router_hands_off_to_the_compiler_which_answers_from_shared_memory
     assert elapsed < 5
     calls = [e for e in events if isinstance(e, ToolCall) and e.tool_name == "lookup"]
     assert sorted(c.tool_kwargs["query"] for c in calls) == ["x", "y"]
+    results = [e for e in events if isinstance(e, ToolCallResult) and e.tool_name == "lookup"]
+    assert sorted((r.tool_kwargs["query"], r.tool_output.content) for r in results) == [
+        ("x", "<x>"),
+        ("y", "<y>"),
+    ]
     assert any(isinstance(e, AgentInput) and e.current_agent_name == "researcher" for e in events)
     memory = await handler.ctx.store.get("memory")
     assert (await memory.aget())[-1].content == "x and y found"

@@ -53,7 +53,10 @@ def test_a_served_run_logs_neither_token_nor_password(cluster, tmp_path, served)
     assert PASSWORD not in out + err
     assert "#token=<token>" in out  # where the token goes, not the token
     lines = [json.loads(line) for line in err.splitlines()]  # every log line is JSON
-    access = [x for x in lines if x["logger"] == "uvicorn.access"]
-    assert any("/workflows/compiler/run-nowait" in x["message"] for x in access)
+    said = [json.loads(line) for line in out.splitlines()]  # and every line on stdout
+    assert any("#token=<token>" in x["message"] for x in said)
+    access = [x for x in lines if x["logger"] == "llm_compiler.access"]
+    started = [x for x in access if x["path"] == "/workflows/compiler/run-nowait"]
+    assert [(x["method"], x["status"]) for x in started] == [("POST", 200)]
     assert {"time", "level", "logger", "message"} <= set(lines[0])
     assert not [x for x in lines if "exc" in x or x["level"] in ("error", "critical")]

@@ -5,6 +5,7 @@ run, and a held approval that ends the response and is answered by the next requ
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import openai
@@ -194,3 +195,23 @@ async def test_closing_a_stream_cancels_its_run(overlap):
         await stop(task)
     assert events[-1][1]["type"] == "WorkflowCancelledEvent"
     assert status == "cancelled"
+
+
+async def test_a_response_held_for_approval_is_incomplete_with_the_held_call(overlap):
+    wf = LLMCompilerWorkflow(
+        tools=[overlap.fetch, pay],
+        llm=scripted([PAY_PLAN]),
+        timeout=60,
+        tool_policies={"pay": ToolPolicy(requires_approval=True)},
+    )
+    url, task, _ = await start_server(lambda: build_app({"compiler": wf}))
+    c = AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0)
+    try:
+        held = await c.responses.create(model="compiler", input="pay alpha")
+    finally:
+        await c.close()
+        await stop(task)
+    assert held.status == "incomplete"
+    (call,) = [item for item in held.output if item.type == "mcp_approval_request"]
+    assert call.name == "pay" and json.loads(call.arguments)["amount"] == 100
+    assert call.id in held.output_text and call.id == held.metadata["approval_ids"]

@@ -27,7 +27,6 @@ ROUTES: list[tuple[str, str, dict | None]] = [
     ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
     ("GET", "/mcp", None),
     ("DELETE", "/mcp", None),
-    ("GET", "/.well-known/agent-card.json", None),
     ("POST", "/a2a", {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}),
 ]
 #: Bodies each POST route must refuse with a 4xx: wrong shapes and types.
@@ -72,6 +71,11 @@ async def test_every_new_route_needs_the_token_and_its_own_origin(url):
             evil = {**request["headers"], **AUTH, "origin": "http://evil.example"}
             r = await c.request(**{**request, "headers": evil})
             assert r.status_code == 403, (path, r.status_code)
+        # The A2A card is public (clients read it to learn they need the token), but only
+        # to the server's own origin and non-browser clients.
+        assert (await c.get("/.well-known/agent-card.json")).status_code == 200
+        evil = {"origin": "http://evil.example"}
+        assert (await c.get("/.well-known/agent-card.json", headers=evil)).status_code == 403
 
 
 async def test_an_mcp_client_with_the_token_is_served(url):

@@ -100,9 +100,10 @@ class LLMCompilerAgent(BaseWorkflowAgent):
         ctx.write_event_to_stream(AgentInput(input=llm_input, current_agent_name=self.name))
         question, history = _split(llm_input)
         handler = self._engine(tools, ctx).run(user_msg=question, chat_history=history)
+        asked: dict[tuple[int, int], dict[str, Any]] = {}  # each task's arguments, by round
         try:
             async for ev in handler.stream_events():
-                self._forward(ctx, ev)
+                self._forward(ctx, ev, asked)
             result: CompilerOutput = await handler
         except BaseException:
             if not handler.is_done():
@@ -127,26 +128,29 @@ class LLMCompilerAgent(BaseWorkflowAgent):
             raw=result.raw,
         )
 
-    def _forward(self, ctx: AgentContext, ev: Any) -> None:
-        """Re-publish an engine event, plus the agent-level view of each task."""
+    def _forward(self, ctx: AgentContext, ev: Any, asked: dict[tuple[int, int], Any]) -> None:
+        """Re-publish an engine event, plus the agent-level view of each task (`asked`:
+        the arguments of the tasks started so far, for their results)."""
         if isinstance(ev, StopEvent):
             return  # the engine's end is not the team's: it would end the outer stream
         ctx.write_event_to_stream(ev)
         if isinstance(ev, TaskReady):
+            asked[ev.round, ev.task_id] = ev.args
             ctx.write_event_to_stream(
                 ToolCall(tool_name=ev.tool_name, tool_kwargs=ev.args, tool_id=self._tool_id(ev))
             )
         elif isinstance(ev, TaskResult):
             text = ev.output if isinstance(ev.output, str) else str(ev.output)
+            args = asked.pop((ev.round, ev.task_id), {})  # none: skipped before it started
             ctx.write_event_to_stream(
                 ToolCallResult(
                     tool_name=ev.tool_name,
-                    tool_kwargs={},
+                    tool_kwargs=args,
                     tool_id=self._tool_id(ev),
                     tool_output=ToolOutput(
                         content=text,
                         tool_name=ev.tool_name,
-                        raw_input={},
+                        raw_input={"args": (), "kwargs": args},
                         raw_output=ev.output,
                         is_error=ev.is_error,
                     ),

@@ -163,7 +163,7 @@ def build_app(
     routes = _routes(server, store, payload, compilers, durable)
     runs = ServedRuns(server, store, workflows)
     mcp, mcp_routes = build_mcp(runs, max_body)
-    agents = a2a_routes(runs, payload["default"], payload["question"])
+    agents = a2a_routes(runs, payload["default"], payload["question"], policy.token is not None)
     parent = Starlette(
         routes=[*routes, *openai_routes(runs), *mcp_routes, *agents, *_forwarded(server)],
         middleware=[cors(policy)],

@@ -20,7 +20,9 @@ the rest; verdicts are checked as ``POST /events`` checks them (409, 422).
 
 A run that fails is answered 422 (not 5xx: the ``openai`` client retries those, and a
 retry would start the run, and its tools, again); streamed, it is an ``error`` chunk or a
-``response.failed`` event. Closing a stream cancels the run unless it waits for approvals.
+``response.failed`` event. A response that ends on held calls has the status ``incomplete``
+and an ``mcp_approval_request`` output item per held call (its id the approval id).
+Closing a stream cancels the run unless it waits for approvals.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -41,7 +43,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from workflows.events import Event
 
-from llm_compiler.events import TaskApprovalResponse
+from llm_compiler.events import TaskApprovalRequest, TaskApprovalResponse
 from llm_compiler.serving.guard import BadRequest, BodyRoute, Checked, field_errors, parsed
 from llm_compiler.serving.runs import (
     Awaiting,
@@ -53,6 +55,8 @@ from llm_compiler.serving.runs import (
 )
 from llm_compiler.serving.verdicts import verdict_for
 
+#: The ``server_label`` of a held call's ``mcp_approval_request`` output item.
+SERVER_LABEL = "llm-compiler"
 OPENAI_PATH = re.compile(r"^/v1/(?P<api>chat/completions|responses)/?$")
 _ROLES = {
     "user": MessageRole.USER,
@@ -294,7 +298,7 @@ class ResponsesWriter:
         """The events `item` adds."""
         if isinstance(item, Awaiting):
             self.metadata["approval_ids"] = ",".join(r.approval_id for r in item.held)[:512]
-            return self._finish(item.message())
+            return self._finish(item.message(), item.held)
         if isinstance(item, Ended):
             if item.answer is None:
                 self.error = item.error
@@ -349,7 +353,9 @@ class ResponsesWriter:
         text = self.reasoning["content"][0]["text"]
         return self._done(self.reasoning, "response.reasoning_text.done", text=text)
 
-    def _finish(self, text: str) -> list[dict[str, Any]]:
+    def _finish(self, text: str, held: Sequence[TaskApprovalRequest] = ()) -> list[dict[str, Any]]:
+        """The answer's message and the end; with `held` calls, an ``mcp_approval_request``
+        item each and the status ``incomplete`` (the run waits for their verdicts)."""
         events = self._end_reasoning()
         part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
         message = {
@@ -365,8 +371,26 @@ class ResponsesWriter:
         events.append(self._event("response.output_text.delta", delta=text, logprobs=[], **where))
         part["text"] = text
         events += self._done(message, "response.output_text.done", text=text, logprobs=[])
-        self.status = "completed"
-        return [*events, self._event("response.completed", response=self.response())]
+        for request in held:
+            events += self._held(request)
+        self.status = "incomplete" if held else "completed"
+        return [*events, self._event(f"response.{self.status}", response=self.response())]
+
+    def _held(self, request: TaskApprovalRequest) -> list[dict[str, Any]]:
+        """A held call as the Responses API shows a tool call waiting for approval."""
+        call = {
+            "type": "mcp_approval_request",
+            "id": request.approval_id,
+            "name": request.tool_name,
+            "arguments": json.dumps(request.args, default=str),
+            "server_label": SERVER_LABEL,
+        }
+        self.output.append(call)
+        index = len(self.output) - 1
+        return [
+            self._event("response.output_item.added", output_index=index, item=call),
+            self._event("response.output_item.done", output_index=index, item=call),
+        ]
 
     def result(self) -> dict[str, Any]:
         """The whole response (after the run's end or wait was fed)."""

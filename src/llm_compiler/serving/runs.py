@@ -157,9 +157,35 @@ class ServedRuns:
         self.store = store
         self.workflows = dict(workflows)
 
-    async def start(self, name: str, question: str, history: Sequence[ChatMessage] = ()) -> RunRef:
+    async def start(
+        self,
+        name: str,
+        question: str,
+        history: Sequence[ChatMessage] = (),
+        handler_id: str | None = None,
+    ) -> RunRef:
         """Start a run of workflow `name` (see :func:`start_run`)."""
-        return await start_run(self.server, name, question, history)
+        return await start_run(self.server, name, question, history, handler_id)
+
+    async def find_handler(self, handler_id: str) -> RunRef | None:
+        """The run the server records as `handler_id` (None: there is none)."""
+        from llama_agents.server import HandlerQuery
+
+        found = await self.store.query(HandlerQuery(handler_id_in=[handler_id]))
+        run_id = found[0].run_id if found else None
+        return RunRef(handler_id, run_id) if run_id is not None else None
+
+    async def outcome(self, run_id: str) -> tuple[int, Ended | Awaiting | None]:
+        """Where the run is now, from its stored events: the sequence of its last event,
+        and how it ended or what it waits for (None: it runs)."""
+        held: dict[int, TaskApprovalRequest] = {}
+        last, now = -1, None
+        for stored in await self.store.query_events(run_id):
+            item = _item(stored, held)
+            last = stored.sequence
+            if item is not None:
+                now = item if isinstance(item, Ended | Awaiting) else None
+        return last, now
 
     async def find(self, run_id: str) -> tuple[RunRef, str]:
         """The run `run_id` and its workflow's name; BadRequest 404 if there is none."""
@@ -208,10 +234,14 @@ class ServedRuns:
 
 
 async def start_run(
-    server: WorkflowServer, name: str, question: str, history: Sequence[ChatMessage] = ()
+    server: WorkflowServer,
+    name: str,
+    question: str,
+    history: Sequence[ChatMessage] = (),
+    handler_id: str | None = None,
 ) -> RunRef:
-    """Start a run of workflow `name` on `question` (after `history`) as run-nowait does;
-    BadRequest 404 for an unknown workflow."""
+    """Start a run of workflow `name` on `question` (after `history`) as run-nowait does,
+    recorded as `handler_id` (default: a new id); BadRequest 404 for an unknown workflow."""
     # llama-agents-server 0.8.0 starts runs in process only through its service (the call
     # its run-nowait endpoint makes), so the run is persisted and listed like any other.
     service = _upstream.workflow_service(server)
@@ -221,7 +251,7 @@ async def start_run(
     start = workflow.start_event_class.model_validate(
         {"user_msg": question, "chat_history": list(history)}
     )
-    data = await service.start_workflow(workflow, uuid.uuid4().hex, start_event=start)
+    data = await service.start_workflow(workflow, handler_id or uuid.uuid4().hex, start_event=start)
     if data.run_id is None:
         raise BadRequest(409, f"The run of {name!r} did not start.")
     return RunRef(data.handler_id, data.run_id)

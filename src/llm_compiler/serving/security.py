@@ -20,9 +20,10 @@ from llm_compiler.serving.guard import ASGIApp, Receive, Scope, Send, reply
 
 #: Host names that always reach this machine only.
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
-#: Paths anyone may GET: the page shell and its icon (they hold no data; everything the page
-#: shows comes from the API, which needs the token).
-PUBLIC_PATHS = re.compile(r"^/(static/.*|favicon\.ico)?$")
+#: Paths anyone may GET: the page shell, its icon and the A2A agent card (they hold no
+#: data; everything the page shows comes from the API, which needs the token, and the card
+#: says so: A2A clients read it before they have a token).
+PUBLIC_PATHS = re.compile(r"^/(static/.*|favicon\.ico|\.well-known/agent-card\.json)?$")
 #: The shortest token accepted (a guessable token is no protection).
 MIN_TOKEN_CHARS = 16
 _STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})

@@ -11,6 +11,7 @@ from types import FrameType
 from typing import Any
 
 from llm_compiler.errors import ConfigurationError
+from llm_compiler.serving.access import AccessLog
 from llm_compiler.serving.app import ServedApp
 from llm_compiler.serving.security import SecurityPolicy
 
@@ -149,7 +150,9 @@ async def serve(
         "timeout_keep_alive": KEEP_ALIVE_SECONDS,
         **uvicorn_options,
     }
-    config = uvicorn.Config(served.app, **options)
+    # uvicorn's access line is one preformatted string: ours has fields and the duration.
+    app = AccessLog(served.app) if options.pop("access_log", False) else served.app
+    config = uvicorn.Config(app, access_log=False, **options)
     server = _draining_server(config, served, drain_grace)
     if on_ready is not None:
         shown = f"[{host}]" if ":" in host else host
