@@ -154,7 +154,7 @@ class _Deferred(ExternalRunAdapter, V2RuntimeCompatibilityShim):
         await (await self._inner()).cancel()
 
     def get_state_store(self, namespace: tuple[str, ...] = ()) -> StateStore[Any] | None:
-        return None if namespace else self._runtime.states.get(self._run_id)
+        return None if namespace else self._runtime.state_of(self._run_id)
 
     def _ready(self) -> Any:
         if not self._task.done() or self._task.cancelled() or self._task.exception():

@@ -150,9 +150,11 @@ class JournalStore(AbstractWorkflowStore):
             return InMemoryStateStore(state_type() if state_type else CompilerState())
         if self.journal.stale(run_id):  # an incarnation over here: it reads, never writes
             return StateStoreFacade(_Folded(self.journal, run_id), state_type or CompilerState)
-        live = self.runtime.states.get(run_id)
+        live = self.runtime.state_of(run_id)
         if live is None and serialized_state is not None:
             live = self.runtime.state_store(run_id, state_type)
+        if live is None and run_id in self.runtime.holding:
+            live = self.runtime.held_state(run_id)  # (raises: never a read-only stand-in)
         if live is None:
             return StateStoreFacade(_Folded(self.journal, run_id), state_type or CompilerState)
         if serialized_state and serialized_state.get("state_data") is not None:
