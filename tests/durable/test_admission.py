@@ -75,3 +75,69 @@ async def test_a_held_run_keeps_its_state_while_more_runs_than_kept_end(tmp_path
         assert paid == ["value of price"]
     finally:
         await runtime.destroy()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: Any, tmp_path: Any) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    return str(request.getfixturevalue("database"))
+
+
+async def test_a_new_run_id_is_claimed_once_by_concurrent_journals(store_url):
+    """Two journals claim one new id (and one handler id) at once: one wins, the other
+    finds the row, and the run has one start."""
+    from llm_compiler.durable.config import DurableConfig
+    from llm_compiler.durable.journal import Journal, RunRecord
+
+    journals = [Journal(DurableConfig.build(store_url, worker=w)) for w in ("A", "B")]
+    for journal in journals:
+        await journal.open()
+    try:
+        won = await asyncio.gather(
+            *(
+                j.create(RunRecord("run-42", "order-42", "agent", owner=w, epoch=1), f'"{w}"')
+                for j, w in zip(journals, "AB", strict=True)
+            )
+        )
+        other = RunRecord("run-43", "order-42", "agent", owner="A", epoch=1)
+        assert not await journals[0].create(other, '"again"')  # a handler id names one run
+        record = await journals[0].record("run-42")
+        starts = await journals[1].fetch("SELECT body FROM llmc_facts WHERE kind = 'start'")
+    finally:
+        for journal in journals:
+            await journal.close()
+    assert sorted(won) == [False, True]
+    winner = "AB"[won.index(True)]
+    assert record is not None and record.owner == winner and record.epoch == 1
+    assert starts == [(f'"{winner}"',)]
+
+
+async def test_one_new_run_id_on_two_runtimes_runs_once(database):
+    """Two workers asked for one new run id at once: the planner and the tool run once,
+    and both callers get the run's answer (the second follows the first's run)."""
+    calls: list[str] = []
+    called = asyncio.Event()
+    gate = asyncio.Event()
+
+    async def pay(amount: str) -> str:  # at most once: declared nothing
+        """Pay an amount."""
+        calls.append(f"pay {amount}")
+        called.set()
+        await gate.wait()
+        return f"paid {amount}"
+
+    runtimes = [durable_runtime(database, worker=w) for w in ("A", "B")]
+    flows = [scripted(rt, '1. pay("5")\n2. join()', pay, calls=calls) for rt in runtimes]
+    for rt in runtimes:
+        await rt.launch()
+    try:
+        runs = [asyncio.ensure_future(wf.run(user_msg="pay", run_id="order-42")) for wf in flows]
+        await asyncio.wait_for(called.wait(), 60)
+        gate.set()
+        answers = await asyncio.wait_for(asyncio.gather(*runs), 120)
+    finally:
+        for rt in runtimes:
+            await rt.destroy()
+    assert [str(a) for a in answers] == ["all values", "all values"]
+    assert calls.count("planner") == 1 and calls.count("pay 5") == 1, calls
