@@ -80,6 +80,7 @@ class LocalRuntime(JournalRuntime):
         worker holds it; a finished one answers from its journal."""
         run_id, workflow = request.run_id, request.workflow
         durable = self._backend()
+        durable.gate()
         record = await self.journal.record(run_id)
         if record is None and run_id not in self.active:
             if await self._create(request):
@@ -112,7 +113,7 @@ class LocalRuntime(JournalRuntime):
         start = workflow.runtime.get_serializer(workflow).serialize(request.start_event)
         record = RunRecord(run_id, run_id, workflow.workflow_name, owner=self._backend().worker)
         record.epoch = 1
-        if not await self.journal.create(record, start):
+        if not await self._backend().admit(record, start):
             return False
         self.records[run_id] = record
         self.active.add(run_id)

@@ -129,6 +129,8 @@ class JournalStore(AbstractWorkflowStore):
         self._committed: dict[str, int] = {}
         self._gone: set[str] = set()
         self._changed: dict[str, asyncio.Event] = {}
+        self._queued: set[str] = set()
+        """New runs admitted to wait in the database, whose handler is not written yet."""
 
     @property
     def runtime(self) -> ServedRuntime:
@@ -244,27 +246,45 @@ class JournalStore(AbstractWorkflowStore):
         }
         return decode_persistent_handler(data, self.result_decoder)
 
+    async def admit(self, run_id: str, handler_id: str, workflow: str, start: str) -> bool:
+        """Claim a new run (:meth:`.Durable.admit`): held here if there is room, else it
+        waits in the database for a worker; whether this call won the ids (else a run has
+        `handler_id` already).
+
+        Raises:
+            Unavailable: The store does not answer.
+        """
+        self.durable.gate()
+        held = self.runtime.reserve(run_id)
+        record = RunRecord(
+            run_id, handler_id, workflow, owner=self.durable.worker if held else None
+        )
+        record.epoch = 1 if held else 0
+        try:
+            won = await self.durable.admit(record, start)
+        except BaseException:
+            self.runtime.holding.discard(run_id)
+            raise
+        if not won:
+            self.runtime.holding.discard(run_id)
+        elif not held:
+            self._queued.add(run_id)
+        return won
+
     @override
     async def update(self, handler: PersistentHandler) -> None:
         if handler.run_id is None:
             raise ValueError("A served run's handler needs a run id.")
         run_id = handler.run_id
-        here = run_id in self.held or run_id in self.journal.epochs
-        reserved = here or self.runtime.reserve(run_id)
-        if reserved:
-            self.held[run_id] = handler
-        if reserved and not here:  # a new run, held here from its first row
-            self.journal.hold(run_id, 1)
-        owner = self.durable.worker if reserved else None
-        self._put(handler, owner=owner, epoch=self.journal.epoch(run_id) or 0)
-        if not reserved:  # it waits in the database for a worker: committed now
-            await self.journal.barrier(run_id)
-        # Otherwise not awaited here: the run's first step, and the start request's response
-        # (:meth:`committed`), wait for this row's commit, with the run's first facts.
-
-    async def committed(self) -> None:
-        """Wait until everything queued so far is committed (before a start is answered)."""
-        await self.journal.commit()
+        if run_id in self._queued:  # admitted to wait in the database: its row stands
+            self._queued.discard(run_id)
+            return
+        epoch = self.journal.epochs.get(run_id)
+        if epoch is None:
+            raise RuntimeError(f"Run {run_id} was not admitted: new runs come in by admit().")
+        self.held[run_id] = handler
+        self._put(handler, owner=self.durable.worker, epoch=epoch)
+        # Not awaited: its row and start were committed when it was admitted.
 
     def _put(self, handler: PersistentHandler, owner: str | None = None, epoch: int = 0) -> None:
         assert handler.run_id is not None
