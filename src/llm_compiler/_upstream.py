@@ -50,6 +50,8 @@ __all__ = [
     "stored_event_class",
     "workflow_service",
 ]
+#: The logger of the workflow server's endpoints (it logs an error of a start it answers 500).
+SERVER_API_LOGGER = "llama_agents.server._api"
 #: Names of llama-agents-server's private store module, imported on first use.
 _STORE_NAMES = frozenset({"StoredEvent", "StoredTick", "decode_persistent_handler"})
 

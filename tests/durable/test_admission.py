@@ -141,3 +141,28 @@ async def test_one_new_run_id_on_two_runtimes_runs_once(database):
             await rt.destroy()
     assert [str(a) for a in answers] == ["all values", "all values"]
     assert calls.count("planner") == 1 and calls.count("pay 5") == 1, calls
+
+
+async def test_a_new_run_is_refused_at_once_while_the_store_does_not_answer(tmp_path, monkeypatch):
+    """In your own process too: a run asked for while the store does not answer raises
+    at once, and nothing of it is started or written."""
+    import sqlite3
+
+    from llm_compiler.durable.backend import Durable
+    from llm_compiler.errors import Unavailable
+
+    calls: list[str] = []
+    runtime = durable_runtime(f"sqlite:///{tmp_path / 'j.db'}")
+    wf = scripted(runtime, '1. fetch("x")\n2. join()', calls=calls)
+    await runtime.launch()
+    try:
+        # What a process sees in an outage (its journal or lock connection lost).
+        monkeypatch.setattr(Durable, "degraded", property(lambda self: True))
+        with pytest.raises(Unavailable, match="does not answer"):
+            await asyncio.wait_for(wf.run(user_msg="quick", run_id="order-9"), 30)
+        monkeypatch.undo()
+    finally:
+        await runtime.destroy()
+    assert calls == []
+    with sqlite3.connect(tmp_path / "j.db") as db:
+        assert db.execute("SELECT count(*) FROM llmc_runs").fetchone() == (0,)

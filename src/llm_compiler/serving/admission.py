@@ -21,6 +21,7 @@ rejected, an MCP tool error); :class:`Refusals` turns the native endpoints' answ
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -51,6 +52,18 @@ class _Refusal:
 _REFUSAL: ContextVar[_Refusal | None] = ContextVar("llmc_refusal", default=None)
 
 
+class _QuietRefusals(logging.Filter):
+    """Drops the workflow server's error log of a run the admission refused (a 503 the
+    client retries, not a failure)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, Unavailable)
+
+
+_QUIET = _QuietRefusals()
+
+
 class Admission:
     """Every run of `server` starts by :meth:`start` (see the module).
 
@@ -65,6 +78,7 @@ class Admission:
         self.ops = ops
         self._runtime = _upstream.admit_through(server, self.start)
         self._starting: dict[str, asyncio.Future[None]] = {}
+        logging.getLogger(_upstream.SERVER_API_LOGGER).addFilter(_QUIET)
 
     def gate(self) -> None:
         """Refuse a new run while this worker drains or its store does not answer.
@@ -74,7 +88,7 @@ class Admission:
         """
         if self.ops.draining:
             detail = (
-                "This worker is draining; nothing was started. Retry (another worker takes it)."
+                "This worker is draining; nothing was started (another worker takes it)."
             )
         elif self.ops.outage:
             detail = "The run store does not answer; nothing was started."
@@ -141,8 +155,9 @@ class Admission:
 
 class Refusals:
     """ASGI middleware: a request whose run the admission refused, which the app behind
-    answered with a server error (the workflow server's 500), is answered 503 with
-    ``Retry-After`` and the refusal's detail."""
+    answered with a 500 (the workflow server's answer to any error of its start), is
+    answered 503 with ``Retry-After`` and the refusal's detail. (The workflow server logs
+    nothing of it: :class:`_QuietRefusals`.)"""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -158,7 +173,7 @@ class Refusals:
         async def answer(message: Message) -> None:
             nonlocal replaced
             if message["type"] == "http.response.start":
-                replaced = refusal.error is not None and message["status"] >= 500
+                replaced = refusal.error is not None and message["status"] == 500
             if not replaced:
                 await send(message)
             elif message["type"] == "http.response.start":
