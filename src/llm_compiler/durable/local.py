@@ -1,9 +1,13 @@
 """Durable runs in your own process: :func:`durable_runtime`.
 
 ``wf.run(user_msg=..., run_id=X)`` on this runtime looks ``X`` up in the journal first: a
-new id starts a run; the id of an unfinished run resumes it (nothing recorded runs
-again); the id of a finished run answers from the journal at once. ``launch()`` resumes
-the runs a dead process left unfinished (on Postgres, those of dead processes only).
+new id is claimed in the store with its start (:meth:`.Durable.admit`), so of several
+callers, in any process on the store, one starts the run and the others await that run;
+the id of an unfinished run resumes it (nothing recorded runs again), or is awaited while
+another process holds it; the id of a finished run answers from the journal at once. While
+the store does not answer, a run is refused at once (:class:`~llm_compiler.errors.Unavailable`).
+``launch()`` resumes the runs a dead process left unfinished (on Postgres, those of dead
+processes only).
 """
 
 from __future__ import annotations

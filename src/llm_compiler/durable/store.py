@@ -650,8 +650,9 @@ class ServedRuntime(JournalRuntime):
     # ------------------------------------------------------------------ room and claims
 
     def stop_claiming(self) -> None:
-        """Take no more runs (draining or stopping): new starts, queued runs and events for
-        runs not held here wait in the database for another worker."""
+        """Take no more runs (draining or stopping): queued runs and events for runs not
+        held here wait in the database for another worker (a draining worker's admission
+        refuses new starts: :mod:`llm_compiler.serving.admission`)."""
         self.claims_stopped = True
 
     def room(self) -> int | None:
