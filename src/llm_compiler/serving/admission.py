@@ -87,9 +87,7 @@ class Admission:
             Unavailable: It does.
         """
         if self.ops.draining:
-            detail = (
-                "This worker is draining; nothing was started (another worker takes it)."
-            )
+            detail = "This worker is draining; nothing was started (another worker takes it)."
         elif self.ops.outage:
             detail = "The run store does not answer; nothing was started."
         else:
