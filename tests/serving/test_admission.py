@@ -17,7 +17,7 @@ from mcp import Client
 
 from llm_compiler.serving import build_app
 
-from .conftest import scripted, start_server, stop, workflow
+from .conftest import scripted, sse, start_server, stop, workflow
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -123,3 +123,38 @@ async def test_every_surface_refuses_a_run_while_the_store_does_not_answer(
     assert llm.calls == []
     with sqlite3.connect(tmp_path / "r.db") as db:
         assert db.execute("SELECT count(*) FROM llmc_runs").fetchone() == (0,)
+
+
+async def test_a_held_served_run_keeps_its_state_while_more_runs_than_kept_end(
+    overlap, tmp_path, monkeypatch
+):
+    """A served run waits for a verdict while more runs end than the worker keeps
+    finished states of: the verdict still reaches it, and the held call runs once."""
+    from llm_compiler.durable import open_durable
+    from llm_compiler.durable import runtime as durable_runtime_module
+
+    from .test_verdicts import paying, verdict
+
+    monkeypatch.setattr(durable_runtime_module, "STATES_KEPT", 4)  # (256 by default)
+    durable = await open_durable(f"sqlite:///{tmp_path / 'r.db'}")
+    url, task, _ = await start_server(
+        lambda: build_app({"compiler": paying(overlap)}, durable=durable)
+    )
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as c:
+            body = {"start_event": {"user_msg": "pay?"}}
+            held = (await c.post("/workflows/compiler/run-nowait", json=body)).json()
+            request = (await sse(c, held["handler_id"], stop_at="TaskApprovalRequest"))[-1][1]
+            for _ in range(durable_runtime_module.STATES_KEPT + 6):
+                r = await c.post("/workflows/compiler/run", json=body)
+                assert r.status_code == 200, r.text
+            sent = verdict(held["run_id"], request["value"]["task_id"], action="approve")
+            r = await c.post(f"/events/{held['handler_id']}", json=sent)
+            assert r.status_code == 200, r.text
+            events = await sse(c, held["handler_id"])
+            handler = (await c.get(f"/handlers/{held['handler_id']}")).json()
+    finally:
+        await stop(task)
+    assert handler["status"] == "completed", handler
+    paid = [e for _, e in events if e["type"] == "TaskResult" and e["value"]["tool_name"] == "pay"]
+    assert [e["value"]["output"] for e in paid] == ["paid 100 to value of alpha"], paid
