@@ -254,12 +254,9 @@ class JournalStore(AbstractWorkflowStore):
         Raises:
             Unavailable: The store does not answer.
         """
-        self.durable.gate()
         held = self.runtime.reserve(run_id)
-        record = RunRecord(
-            run_id, handler_id, workflow, owner=self.durable.worker if held else None
-        )
-        record.epoch = 1 if held else 0
+        owner, epoch = (self.durable.worker, 1) if held else (None, 0)
+        record = RunRecord(run_id, handler_id, workflow, owner=owner, epoch=epoch)
         try:
             won = await self.durable.admit(record, start)
         except BaseException:

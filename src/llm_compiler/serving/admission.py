@@ -87,12 +87,12 @@ class Admission:
             Unavailable: It does.
         """
         if self.ops.draining:
-            detail = "This worker is draining; nothing was started (another worker takes it)."
-        elif self.ops.outage:
-            detail = "The run store does not answer; nothing was started."
-        else:
-            return
-        raise Unavailable(f"{detail} Retry after {Unavailable.retry_after} s.")
+            raise Unavailable(
+                "This worker is draining; nothing was started (another worker takes it). "
+                f"Retry after {Unavailable.retry_after} s."
+            )
+        if self.ops.durable is not None:
+            self.ops.durable.gate()
 
     async def start(
         self,
