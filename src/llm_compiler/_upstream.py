@@ -9,6 +9,8 @@ first use (most are optional extras).
 ``WorkflowHandler._result_task``           workflows: the run's result future (tracing)
 ``Workflow._num_concurrent_runs``          workflows: the run cap, read at registration
 ``WorkflowServer._service``                llama-agents-server: starts and cancels runs
+``_WorkflowService._runtime``              llama-agents-server: the server's runtime (a
+                                           run's handler record, written at its start)
 ``..._store.postgres_workflow_store``      llama-agents-server: ``PostgresWorkflowStore``
 ``..._store.abstract_workflow_store``      llama-agents-server: ``StoredEvent``,
                                            ``StoredTick``, ``decode_persistent_handler``
@@ -40,6 +42,7 @@ __all__ = [
     "StoredTick",
     "decode_persistent_handler",
     "KnownSteps",
+    "admit_through",
     "mcp_http_client",
     "postgres_store",
     "result_task",
@@ -47,6 +50,8 @@ __all__ = [
     "stored_event_class",
     "workflow_service",
 ]
+#: The logger of the workflow server's endpoints (it logs an error of a start it answers 500).
+SERVER_API_LOGGER = "llama_agents.server._api"
 #: Names of llama-agents-server's private store module, imported on first use.
 _STORE_NAMES = frozenset({"StoredEvent", "StoredTick", "decode_persistent_handler"})
 
@@ -98,6 +103,15 @@ def set_concurrent_runs(workflow: Workflow, runs: int) -> None:
 def workflow_service(server: WorkflowServer) -> _WorkflowService:
     """The service behind a workflow server's endpoints (in-process start and cancel)."""
     return server._service
+
+
+def admit_through(server: WorkflowServer, start: Callable[..., Any]) -> Any:
+    """Make `start` the service's ``start_workflow`` (every run a server starts, its own
+    endpoints' included, comes in by it); the server's runtime, which writes a new run's
+    handler record (``run_workflow_handler``)."""
+    service = server._service
+    service.start_workflow = start  # type: ignore[method-assign]
+    return service._runtime
 
 
 def postgres_store(dsn: str) -> AbstractWorkflowStore:

@@ -19,7 +19,9 @@ The tree::
     │                             (llm_compiler.dialects.arguments)
     └── RequestError              a request the server answers itself: status and detail
         ├── BadRequest            a body or start request it refuses (serving.guard)
-        └── Refused               a host, origin or token it refuses (serving.security)
+        ├── Refused               a host, origin or token it refuses (serving.security)
+        └── Unavailable           a new run refused at the door: the store does not
+                                  answer, or the worker drains (503; nothing started)
 
 Plan problems (unparseable lines, unknown tools, bad references) and tool failures never
 leave a run: ``PlanLineError``, ``ToolError`` and ``MCPServerError`` raised inside it
@@ -129,3 +131,14 @@ class RequestError(LLMCompilerError):
         super().__init__(detail)
         self.status = status
         self.detail = detail
+
+
+class Unavailable(RequestError):
+    """A new run refused at the door (503): its store does not answer, or its worker
+    drains. Nothing was started, so a retry starts the run once."""
+
+    retry_after = 5
+    """Seconds a client is told to wait before retrying."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(503, detail)

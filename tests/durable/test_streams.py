@@ -2,8 +2,9 @@
 
 Many runs at once: every stream holds each event once, numbered 0, 1, 2... with no gap
 (concurrent appends of one run never collide), read live or from the journal, through the
-worker running it or another. A start naming an existing handler id is a 409 (a finished
-run's record is never replaced); an id that is not one is a 400.
+worker running it or another. A start naming an existing handler id gets that run, never a
+second one (a finished run's record is never replaced), also when the starts come at once,
+through one worker or two; an id that is not one is a 400.
 """
 
 from __future__ import annotations
@@ -89,8 +90,9 @@ def test_a_handler_id_names_one_run(store, calls: Calls, workers):
     assert answer_of(worker.wait_done("order-42")) == ANSWER
     for path in ("/workflows/compiler/run-nowait", "/workflows/compiler/run"):
         again = worker.client.post(path, json={**body, "start_event": {"user_msg": "other?"}})
-        assert again.status_code == 409, again.text
-        assert "order-42" in again.json()["detail"]
+        assert again.status_code == 200, again.text  # that run, not a second one
+        assert again.json()["run_id"] == first.json()["run_id"]
+    assert answer_of(again.json()) == ANSWER  # /run: its answer
     runs = [
         r for r in worker.client.get("/api/runs").json()["runs"] if r["handler_id"] == "order-42"
     ]
@@ -100,3 +102,22 @@ def test_a_handler_id_names_one_run(store, calls: Calls, workers):
         r = worker.client.post("/workflows/compiler/run-nowait", json={**body, "handler_id": bad})
         assert r.status_code == 400, (bad, r.text)
         assert "Invalid handler_id" in r.json()["detail"]
+
+
+def test_one_handler_id_started_at_once_runs_once(store, calls: Calls, workers):
+    """Starts naming one new handler id at once, through one worker (every store) and,
+    on Postgres, through two: one run, its planner once; every caller gets that run."""
+    pair = [Worker(store, calls)]
+    if store.startswith("postgres"):
+        pair.append(Worker(store, calls))
+    workers.extend(pair)
+    body = {"handler_id": "order-7", "start_event": {"user_msg": "alpha, beta and gamma?"}}
+    paths = ["/workflows/compiler/run-nowait", "/workflows/compiler/run"] * 3
+    with ThreadPoolExecutor(len(paths)) as pool:
+        answers = list(
+            pool.map(lambda i: pair[i % len(pair)].client.post(paths[i], json=body), range(6))
+        )
+    assert [a.status_code for a in answers] == [200] * 6, [a.text for a in answers]
+    assert len({a.json()["run_id"] for a in answers}) == 1
+    assert answer_of(pair[0].wait_done("order-7")) == ANSWER
+    assert calls.count("llm", "planner") == 1 and calls.count("tool", "combine") == 1

@@ -48,7 +48,7 @@ def test_a_postgres_restart_logs_warnings_not_tracebacks(cluster, tmp_path, serv
         assert "The store answers again" in logged or "holds its lock again" in logged
 
 
-def test_a_draining_worker_finishes_its_call_and_queues_new_runs(cluster, tmp_path, served):
+def test_a_draining_worker_finishes_its_call_and_refuses_new_runs(cluster, tmp_path, served):
     env = scripted(cluster, 3)
     first = Served(tmp_path, env, "--drain-grace", "20")
     served.append(first)
@@ -62,14 +62,18 @@ def test_a_draining_worker_finishes_its_call_and_queues_new_runs(cluster, tmp_pa
     while first.client.get("/readyz").status_code == 200:  # draining: unready, still serving
         time.sleep(0.05)
     b = first.client.post("/workflows/compiler/run-nowait", json=body)
-    assert b.status_code == 200, b.text  # accepted: it waits in the database
+    assert b.status_code == 503, b.text  # refused: the client starts it on another worker
+    assert b.headers["retry-after"] == "5" and "draining" in b.json()["detail"]
     assert first.proc.wait(30) == 0
     logged = first.err.read_text()
     assert "Draining: 1 tool calls in flight" in logged and "Drained;" in logged, logged
     assert re.search(r" run_id=\S+ task_id=1: Looking up the weather in Lima", logged), logged
     second = Served(tmp_path, env)
     served.append(second)
-    for handler_id in (a, b.json()["handler_id"]):
+    for handler_id in (
+        a,
+        second.client.post("/workflows/compiler/run-nowait", json=body).json()["handler_id"],
+    ):
         deadline = time.monotonic() + 30
         while (h := second.client.get(f"/handlers/{handler_id}").json())["status"] == "running":
             assert time.monotonic() < deadline

@@ -35,7 +35,7 @@ from llm_compiler.durable.runtime import JournalRuntime
 from llm_compiler.durable.spec import StoreSpec
 from llm_compiler.durable.workers import TABLE as WORKERS
 from llm_compiler.durable.workers import FileLiveness, Liveness, PostgresLiveness
-from llm_compiler.errors import ConfigurationError
+from llm_compiler.errors import ConfigurationError, Unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +112,30 @@ class Durable:
     def degraded(self) -> bool:
         """Whether the store is unreachable right now (runs pause; requests may wait)."""
         return self.journal.degraded or self.liveness.degraded
+
+    def gate(self) -> None:
+        """Refuse a run at once while the store does not answer (nothing is started).
+
+        Raises:
+            Unavailable: The store does not answer.
+        """
+        if self.degraded:
+            raise Unavailable(
+                f"The run store does not answer; nothing was started. Retry after "
+                f"{Unavailable.retry_after} s (a run not started now starts once then)."
+            )
+
+    async def admit(self, record: RunRecord, start: str) -> bool:
+        """The door of every new run, served or in process: refused while the store does
+        not answer (:meth:`gate`), else its id is claimed (:meth:`.Journal.create`, the
+        run's row and `start` inserted if absent); whether this call won it (else the
+        run exists: the caller gets that run).
+
+        Raises:
+            Unavailable: The store does not answer.
+        """
+        self.gate()
+        return await self.journal.create(record, start)
 
     async def holders(self, run_ids: list[str]) -> dict[str, str]:
         """The worker holding (or that last held) each run."""

@@ -223,6 +223,11 @@ class Driver(Protocol):
         or it has no row yet; tell listeners (Postgres) which `runs` have new events."""
         ...
 
+    async def create(self, run: tuple[Any, ...], start: str) -> bool:
+        """Insert the run's row (`run`, in ``RUN_COLUMNS`` order) and its `start` fact in one
+        transaction if no run has its run id or handler id yet; whether it did."""
+        ...
+
     async def migrate(self) -> int:
         """Bring the schema to :data:`~.schema.VERSION` (once, under a lock); the version
         the database held before."""
@@ -398,6 +403,18 @@ class Journal:
         """Queue the run's row (inserted, or its status, result and times replaced; `lazy`:
         committed with the next rows, or within :data:`LAZY_COMMIT` seconds)."""
         self._replace(record.run_id, ("run",), _RUN, record.values(), lazy)
+        if record.status != "running":  # its end is announced like its events (Postgres)
+            self._runs.add(record.run_id)
+
+    async def create(self, record: RunRecord, start: str) -> bool:
+        """Claim a new run id: insert the run's row and its `start` event if no run holds
+        the id (nor the handler id) yet, in one transaction; whether this call did. Two
+        workers given one new id: one wins, the other finds that run. Retried while the
+        database is away."""
+        won = await self.retrying(lambda: self.driver.create(record.values(), start))
+        if won and record.owner is not None:
+            self.hold(record.run_id, record.epoch)
+        return won
 
     def _queue(
         self, run_id: str, sql: Statement, args: tuple[Any, ...], lazy: bool = False
@@ -726,6 +743,23 @@ class SqliteDriver:
                 db.executemany(sql.sql, kept)
         return refused
 
+    async def create(self, run: tuple[Any, ...], start: str) -> bool:
+        def create() -> bool:
+            assert self._db is not None
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                won = db.execute(_CREATE_RUN, run).fetchall() != []
+                if won:
+                    db.execute(_CREATE_START, (run[0], start))
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return won
+
+        return await self._call(create)
+
     async def migrate(self) -> int:
         assert self._db is not None
         db = self._db
@@ -767,6 +801,16 @@ def _numbered(sql: str) -> str:
 async def _no_reset(conn: object) -> None:
     """A pool connection needs no reset: it never LISTENs and sets nothing."""
 
+
+#: A new run's row and start event, only if no run has its run id or handler id yet.
+_CREATE_RUN = (
+    f"INSERT INTO llmc_runs ({RUN_COLUMNS}) VALUES ({', '.join('?' for _ in _RUN.columns)})"
+    " ON CONFLICT DO NOTHING RETURNING run_id"
+)
+_CREATE_START = (
+    "INSERT INTO llmc_facts (run_id, kind, key, body) VALUES (?, 'start', '', ?)"
+    " ON CONFLICT DO NOTHING"
+)
 
 _NOTIFY_MAX = 7900  # Postgres's payload limit is 8000 bytes
 #: The fence: the runs of a batch whose fenced rows may be written (the run's row holds
@@ -866,6 +910,14 @@ class PostgresDriver:
             conn.terminate()
             raise
         return Refused(set(fenced), set(doubled))
+
+    async def create(self, run: tuple[Any, ...], start: str) -> bool:
+        """One statement: the row's insert, and the start's for the row inserted only."""
+        sql = (
+            f"WITH r AS ({_CREATE_RUN}), s AS (INSERT INTO llmc_facts (run_id, kind, key, body)"
+            " SELECT run_id, 'start', '', ? FROM r ON CONFLICT DO NOTHING) SELECT run_id FROM r"
+        )
+        return bool(await self.fetch(sql, *run, start))
 
     async def migrate(self) -> int:
         assert self._pool is not None

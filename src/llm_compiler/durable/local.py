@@ -1,14 +1,19 @@
 """Durable runs in your own process: :func:`durable_runtime`.
 
 ``wf.run(user_msg=..., run_id=X)`` on this runtime looks ``X`` up in the journal first: a
-new id starts a run; the id of an unfinished run resumes it (nothing recorded runs
-again); the id of a finished run answers from the journal at once. ``launch()`` resumes
-the runs a dead process left unfinished (on Postgres, those of dead processes only).
+new id is claimed in the store with its start (:meth:`.Durable.admit`), so of several
+callers, in any process on the store, one starts the run and the others await that run;
+the id of an unfinished run resumes it (nothing recorded runs again), or is awaited while
+another process holds it; the id of a finished run answers from the journal at once. While
+the store does not answer, a run is refused at once (:class:`~llm_compiler.errors.Unavailable`).
+``launch()`` resumes the runs a dead process left unfinished (on Postgres, those of dead
+processes only).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable
@@ -21,8 +26,9 @@ from workflows.events import Event, StopEvent
 from workflows.runtime.types.plugin import ExternalRunAdapter, V2RuntimeCompatibilityShim
 from workflows.runtime.types.ticks import WorkflowTick
 
-from llm_compiler.durable.backend import Durable, prepare
-from llm_compiler.durable.journal import Journal, RunRecord
+from llm_compiler.durable.backend import QUEUE_CHANNEL, Durable, prepare
+from llm_compiler.durable.config import CONNECT_TIMEOUT
+from llm_compiler.durable.journal import EVENTS_CHANNEL, Journal, RunRecord
 from llm_compiler.durable.runtime import JournalRuntime, RunRequest
 
 logger = logging.getLogger(__name__)
@@ -73,31 +79,75 @@ class LocalRuntime(JournalRuntime):
         return _Deferred(self, run_id, self._open(request))
 
     async def _open(self, request: RunRequest) -> ExternalRunAdapter:
+        """A new id is claimed in the store (one caller of any runtime wins and runs it);
+        an unfinished run is taken and resumed here, or followed to its end while another
+        worker holds it; a finished one answers from its journal."""
         run_id, workflow = request.run_id, request.workflow
         durable = self._backend()
+        durable.gate()
         record = await self.journal.record(run_id)
-        if run_id in self.active:
-            return self.get_external_adapter(run_id)
-        if record is None:
-            record = RunRecord(run_id, run_id, workflow.workflow_name, owner=durable.worker)
-            record.epoch = 1
-            self.journal.hold(run_id, record.epoch)
-            self.records[run_id] = record
-            self.journal.put_run(record)
-            self.active.add(run_id)
-            return self.run_here(request)
-        if record.status in ("failed", "cancelled"):
-            raise WorkflowRuntimeError(f"Run {run_id} {record.status}: {record.error or ''}")
-        if record.status == "running":
+        if record is None and run_id not in self.active:
+            if await self._create(request):
+                return self.run_here(request)
+            record = await self.journal.record(run_id)
+        while True:
+            if run_id in self.active:
+                return self.get_external_adapter(run_id)
+            if record is None:
+                raise WorkflowRuntimeError(f"Run {run_id} was deleted as it started.")
+            if record.status in ("failed", "cancelled"):
+                raise WorkflowRuntimeError(f"Run {run_id} {record.status}: {record.error or ''}")
+            if record.status != "running":
+                break
             taken = await durable.take(run_id)
-            if taken is None:
-                raise WorkflowRuntimeError(f"Run {run_id} is held by worker {record.owner}.")
-            record = taken
-        else:  # finished: replayed to its recorded answer, which it writes again unchanged
-            self.journal.hold(run_id, record.epoch)
+            if taken is not None:
+                record = taken
+                break
+            record = await self._held_elsewhere(run_id, record)
+        if record.status != "running":  # finished: replayed to its recorded answer
+            self.journal.hold(run_id, record.epoch)  # (which it writes again unchanged)
         self.records[run_id] = record
         await self.resume(run_id, workflow)
         return self.get_external_adapter(run_id)
+
+    async def _create(self, request: RunRequest) -> bool:
+        """Claim `request`'s new run id, held here at epoch 1; whether this call won it."""
+        run_id, workflow = request.run_id, request.workflow
+        assert request.start_event is not None
+        start = workflow.runtime.get_serializer(workflow).serialize(request.start_event)
+        record = RunRecord(run_id, run_id, workflow.workflow_name, owner=self._backend().worker)
+        record.epoch = 1
+        if not await self._backend().admit(record, start):
+            return False
+        self.records[run_id] = record
+        self.active.add(run_id)
+        return True
+
+    async def _held_elsewhere(self, run_id: str, record: RunRecord) -> RunRecord | None:
+        """Wait until `run_id`, which another worker holds, ends or is let go (its end and
+        a release are announced on Postgres); its row then."""
+        if self._backend().spec.kind != "postgres":
+            raise WorkflowRuntimeError(f"Run {run_id} is held by worker {record.owner}.")
+        import asyncpg
+
+        changed = asyncio.Event()
+
+        def heard(conn: object, pid: int, channel: str, payload: str) -> None:
+            if channel == QUEUE_CHANNEL or payload == '"*"' or run_id in json.loads(payload):
+                changed.set()
+
+        conn = await asyncpg.connect(self._backend().spec.url, timeout=CONNECT_TIMEOUT)
+        try:
+            await conn.add_listener(EVENTS_CHANNEL, heard)
+            await conn.add_listener(QUEUE_CHANNEL, heard)
+            while True:
+                changed.clear()
+                found = await self.journal.record(run_id)
+                if found is None or found.status != "running" or found.owner is None:
+                    return found
+                await changed.wait()
+        finally:
+            await conn.close()
 
     @override
     def finished(self, run_id: str, outcome: asyncio.Future[Any]) -> None:
@@ -154,7 +204,7 @@ class _Deferred(ExternalRunAdapter, V2RuntimeCompatibilityShim):
         await (await self._inner()).cancel()
 
     def get_state_store(self, namespace: tuple[str, ...] = ()) -> StateStore[Any] | None:
-        return None if namespace else self._runtime.states.get(self._run_id)
+        return None if namespace else self._runtime.state_of(self._run_id)
 
     def _ready(self) -> Any:
         if not self._task.done() or self._task.cancelled() or self._task.exception():

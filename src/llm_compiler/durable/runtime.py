@@ -66,7 +66,8 @@ from llm_compiler.events import TaskStarted
 
 logger = logging.getLogger(__name__)
 
-#: Finished runs whose state stays in memory (older ones are folded from the journal).
+#: Finished runs whose state stays in memory for readers (older ones are folded from the
+#: journal). The state of a run this process holds is never dropped before the run ends.
 STATES_KEPT = 256
 #: Steps that start without waiting for a commit: the scheduler only records facts; the
 #: planner acts on the question (committed before a served start is answered) or on a
@@ -159,7 +160,7 @@ class _JournaledRun(BaseInternalRunAdapterDecorator):
     def get_state_store(self, namespace: tuple[str, ...] = ()) -> StateStore[Any] | None:
         if namespace or self._runtime.journal.stale(self.run_id):
             return super().get_state_store(namespace)
-        return self._runtime.states.get(self.run_id) or super().get_state_store(namespace)
+        return self._runtime.held_state(self.run_id)
 
     @override
     async def write_to_event_stream(self, event: Event) -> None:
@@ -201,7 +202,7 @@ class _RunHandle(BaseExternalRunAdapterDecorator):
     def get_state_store(self, namespace: tuple[str, ...] = ()) -> StateStore[Any] | None:
         if namespace:
             return super().get_state_store(namespace)
-        return self._runtime.states.get(self.run_id) or super().get_state_store(namespace)
+        return self._runtime.state_of(self.run_id) or super().get_state_store(namespace)
 
     # The v2 compatibility calls of the in-memory runtime (ctx.is_running, handler.cancel()).
     def get_result_or_none(self) -> StopEvent | None:
@@ -229,7 +230,10 @@ class JournalRuntime(BaseRuntimeDecorator):
     def __init__(self, journal: Journal, decorated: Runtime | None = None) -> None:
         super().__init__(decorated if decorated is not None else BasicRuntime())
         self.journal = journal
-        self.states: OrderedDict[str, JournaledStateStore] = OrderedDict()
+        self.states: dict[str, JournaledStateStore] = {}
+        """The state of each run this process runs, until the run ends or leaves it."""
+        self.finished_states: OrderedDict[str, JournaledStateStore] = OrderedDict()
+        """The states of the newest :data:`STATES_KEPT` runs that ended here, for readers."""
         self.workflows: dict[str, Workflow] = {}
         self.on_resume: Callable[[str, bool], Coroutine[Any, Any, None]] | None = None
         """Called before a run is resumed, with whether it ran before (the server marks its
@@ -250,18 +254,42 @@ class JournalRuntime(BaseRuntimeDecorator):
         super().track_workflow(workflow)
 
     def state_store(self, run_id: str, state_type: type[BaseModel] | None) -> JournaledStateStore:
-        """The run's state store (one per run in this process)."""
-        store = self.states.get(run_id)
+        """The state store of a run this process runs (one per run; a run that ended here
+        and runs again takes its state back)."""
+        store = self.states.get(run_id) or self.finished_states.pop(run_id, None)
         if store is None:
             initial = state_type() if state_type is not None else CompilerState()
-            store = self.states[run_id] = JournaledStateStore(initial, self.journal, run_id)
-        self.states.move_to_end(run_id)
+            store = JournaledStateStore(initial, self.journal, run_id)
+        self.states[run_id] = store
         return store
 
-    def forget(self) -> None:
-        """Keep only the newest finished runs' states in memory."""
-        while len(self.states) > STATES_KEPT:
-            self.states.popitem(last=False)
+    def state_of(self, run_id: str) -> JournaledStateStore | None:
+        """The run's state in memory, for a reader: a run running here, or one of the
+        newest that ended here (None: fold it from the journal)."""
+        store = self.states.get(run_id)
+        if store is None and (store := self.finished_states.get(run_id)) is not None:
+            self.finished_states.move_to_end(run_id)
+        return store
+
+    def held_state(self, run_id: str) -> JournaledStateStore:
+        """The state of a run running here.
+
+        Raises:
+            RuntimeError: The run has no state here (its writes would not be journaled).
+        """
+        store = self.states.get(run_id)
+        if store is None:
+            raise RuntimeError(f"Run {run_id} runs here without its journaled state.")
+        return store
+
+    def retire(self, run_id: str) -> None:
+        """`run_id` ended here: its state joins the bounded finished ones."""
+        store = self.states.pop(run_id, None)
+        if store is None:
+            return
+        self.finished_states[run_id] = store
+        while len(self.finished_states) > STATES_KEPT:
+            self.finished_states.popitem(last=False)
 
     @override
     def get_internal_adapter(self, workflow: Workflow) -> InternalRunAdapter:
@@ -332,7 +360,7 @@ class JournalRuntime(BaseRuntimeDecorator):
         if not self.lease.is_set():  # this worker's liveness lock is away: start nothing
             logger.warning("Run %s waits for this worker's lock to start a call.", started.run_id)
             await self.lease.wait()
-        store = self.states.get(started.run_id)
+        store = self.state_of(started.run_id)
         if store is not None and started.task_id in store.inputs:
             await self.journal.settled(started.run_id, store.inputs[started.task_id])
         else:
@@ -356,8 +384,8 @@ class JournalRuntime(BaseRuntimeDecorator):
                 future.exception()  # retrieved: the run's own awaiter reports it
             now = self.journal.epoch(run_id)
             if epoch is None or now is None or now == epoch:
+                self.retire(run_id)
                 self.finished(run_id, future)
-            self.forget()
 
         done.add_done_callback(ended)
 
@@ -368,6 +396,7 @@ class JournalRuntime(BaseRuntimeDecorator):
         """Stop `run_id` in this process at once: its tasks are cancelled, its state
         dropped (another worker holds it now, or it left memory)."""
         self.states.pop(run_id, None)
+        self.finished_states.pop(run_id, None)
         try:
             adapter = self._decorated.get_external_adapter(run_id)
         except RuntimeError:  # not running here (any more)

@@ -129,6 +129,8 @@ class JournalStore(AbstractWorkflowStore):
         self._committed: dict[str, int] = {}
         self._gone: set[str] = set()
         self._changed: dict[str, asyncio.Event] = {}
+        self._queued: set[str] = set()
+        """New runs admitted to wait in the database, whose handler is not written yet."""
 
     @property
     def runtime(self) -> ServedRuntime:
@@ -150,9 +152,11 @@ class JournalStore(AbstractWorkflowStore):
             return InMemoryStateStore(state_type() if state_type else CompilerState())
         if self.journal.stale(run_id):  # an incarnation over here: it reads, never writes
             return StateStoreFacade(_Folded(self.journal, run_id), state_type or CompilerState)
-        live = self.runtime.states.get(run_id)
+        live = self.runtime.state_of(run_id)
         if live is None and serialized_state is not None:
             live = self.runtime.state_store(run_id, state_type)
+        if live is None and run_id in self.runtime.holding:
+            live = self.runtime.held_state(run_id)  # (raises: never a read-only stand-in)
         if live is None:
             return StateStoreFacade(_Folded(self.journal, run_id), state_type or CompilerState)
         if serialized_state and serialized_state.get("state_data") is not None:
@@ -242,27 +246,42 @@ class JournalStore(AbstractWorkflowStore):
         }
         return decode_persistent_handler(data, self.result_decoder)
 
+    async def admit(self, run_id: str, handler_id: str, workflow: str, start: str) -> bool:
+        """Claim a new run (:meth:`.Durable.admit`): held here if there is room, else it
+        waits in the database for a worker; whether this call won the ids (else a run has
+        `handler_id` already).
+
+        Raises:
+            Unavailable: The store does not answer.
+        """
+        held = self.runtime.reserve(run_id)
+        owner, epoch = (self.durable.worker, 1) if held else (None, 0)
+        record = RunRecord(run_id, handler_id, workflow, owner=owner, epoch=epoch)
+        try:
+            won = await self.durable.admit(record, start)
+        except BaseException:
+            self.runtime.holding.discard(run_id)
+            raise
+        if not won:
+            self.runtime.holding.discard(run_id)
+        elif not held:
+            self._queued.add(run_id)
+        return won
+
     @override
     async def update(self, handler: PersistentHandler) -> None:
         if handler.run_id is None:
             raise ValueError("A served run's handler needs a run id.")
         run_id = handler.run_id
-        here = run_id in self.held or run_id in self.journal.epochs
-        reserved = here or self.runtime.reserve(run_id)
-        if reserved:
-            self.held[run_id] = handler
-        if reserved and not here:  # a new run, held here from its first row
-            self.journal.hold(run_id, 1)
-        owner = self.durable.worker if reserved else None
-        self._put(handler, owner=owner, epoch=self.journal.epoch(run_id) or 0)
-        if not reserved:  # it waits in the database for a worker: committed now
-            await self.journal.barrier(run_id)
-        # Otherwise not awaited here: the run's first step, and the start request's response
-        # (:meth:`committed`), wait for this row's commit, with the run's first facts.
-
-    async def committed(self) -> None:
-        """Wait until everything queued so far is committed (before a start is answered)."""
-        await self.journal.commit()
+        if run_id in self._queued:  # admitted to wait in the database: its row stands
+            self._queued.discard(run_id)
+            return
+        epoch = self.journal.epochs.get(run_id)
+        if epoch is None:
+            raise RuntimeError(f"Run {run_id} was not admitted: new runs come in by admit().")
+        self.held[run_id] = handler
+        self._put(handler, owner=self.durable.worker, epoch=epoch)
+        # Not awaited: its row and start were committed when it was admitted.
 
     def _put(self, handler: PersistentHandler, owner: str | None = None, epoch: int = 0) -> None:
         assert handler.run_id is not None
@@ -628,8 +647,9 @@ class ServedRuntime(JournalRuntime):
     # ------------------------------------------------------------------ room and claims
 
     def stop_claiming(self) -> None:
-        """Take no more runs (draining or stopping): new starts, queued runs and events for
-        runs not held here wait in the database for another worker."""
+        """Take no more runs (draining or stopping): queued runs and events for runs not
+        held here wait in the database for another worker (a draining worker's admission
+        refuses new starts: :mod:`llm_compiler.serving.admission`)."""
         self.claims_stopped = True
 
     def room(self) -> int | None:

@@ -38,6 +38,7 @@ from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import ConfigurationError
 from llm_compiler.events import PlanApprovalResponse
 from llm_compiler.serving.a2a_api import a2a_routes
+from llm_compiler.serving.admission import Admission, Refusals
 from llm_compiler.serving.agui import agui_body_route, agui_route
 from llm_compiler.serving.client_events import events_route
 from llm_compiler.serving.guard import (
@@ -55,7 +56,7 @@ from llm_compiler.serving.openai_api import openai_body_route, openai_routes
 from llm_compiler.serving.ops import Operations
 from llm_compiler.serving.runs import ServedRuns
 from llm_compiler.serving.security import SecurityGuard, SecurityPolicy
-from llm_compiler.serving.start import AnswerAfterCommit, run_route
+from llm_compiler.serving.start import run_route
 
 if TYPE_CHECKING:
     from llama_agents.server import AbstractWorkflowStore, PersistentHandler, WorkflowServer
@@ -171,13 +172,14 @@ def build_app(
         lifespan=_lifespan(server, mcp.session_manager.run),
     )
     checks = [
-        run_route(workflows, extras, store),
+        run_route(workflows, extras),
         agui_body_route(workflows),
         events_route(store, workflows, extras),
         openai_body_route(workflows),
     ]
-    guarded = RequestGuard(AnswerAfterCommit(parent, store), checks, max_body=max_body)
+    guarded = RequestGuard(Refusals(parent), checks, max_body=max_body)
     ops = Operations(workflows, durable, kept)
+    Admission(server, ops)  # every run, whatever surface asks, comes in by it
     app = ops.wrap(SecurityGuard(ops.gate(guarded), policy))
     return ServedApp(app, server, payload, durable, policy, ops)
 

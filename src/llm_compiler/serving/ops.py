@@ -8,11 +8,11 @@
   ``{"status": "unavailable"}`` (why is logged, once per change); ``/readyz`` adds the
   store the worker keeps its runs in (its password masked), so a worker on the wrong one
   shows.
-* While the durable store does not answer, starting a run (``POST
-  /workflows/{name}/run`` and ``run-nowait``), sending an event and listing runs
+* While the durable store does not answer, sending an event and listing runs
   (``/api/runs``, ``/handlers``) answer 503 with ``Retry-After`` at once, before the
-  request reaches the workflow server: nothing was started, so the client's retry starts
-  the run once.
+  request reaches the workflow server. A run asked for meanwhile, or while the worker
+  drains, is refused by the admission every run comes in by (:mod:`.admission`), on
+  every surface: nothing was started, so the client's retry starts the run once.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from llm_compiler.errors import Unavailable
 from llm_compiler.serving.guard import ASGIApp, Message, Receive, Scope, Send, reply
 
 if TYPE_CHECKING:
@@ -35,15 +36,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: Seconds a client is told to wait before retrying a request refused in an outage.
-RETRY_AFTER = 5
+RETRY_AFTER = Unavailable.retry_after
 #: Seconds a model endpoint's answer counts for readiness (probes do not hit it each time).
 MODEL_CHECK_TTL = 10.0
 #: Seconds a model endpoint has to answer a readiness check.
 MODEL_CHECK_TIMEOUT = 3.0
 PROBES = frozenset({"/livez", "/readyz"})
-_REFUSED_IN_OUTAGE = re.compile(
-    r"^(?:/workflows/[^/]+/run(?:-nowait)?|/events/[^/]+|/api/runs(?:/.*)?|/handlers(?:/.*)?)/?$"
-)
+#: Requests that would wait on the store (a run's start is the admission's to refuse).
+_REFUSED_IN_OUTAGE = re.compile(r"^(?:/events/[^/]+|/api/runs(?:/.*)?|/handlers(?:/.*)?)/?$")
 
 
 class Operations:
@@ -275,8 +275,7 @@ class _Inner:
             and not (scope.get("method") == "GET" and scope["path"].startswith("/events/"))
         ):
             detail = (
-                "The run store does not answer; nothing was done. Retry after "
-                f"{RETRY_AFTER} s (a run not started now starts once then)."
+                f"The run store does not answer; nothing was done. Retry after {RETRY_AFTER} s."
             )
             await reply(send, 503, detail, [(b"retry-after", str(RETRY_AFTER).encode())])
             return

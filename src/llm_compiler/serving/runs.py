@@ -21,6 +21,7 @@ from workflows import Workflow
 from workflows.events import Event
 
 from llm_compiler import _upstream
+from llm_compiler.errors import Unavailable
 from llm_compiler.events import (
     AwaitingApproval,
     CompilerStream,
@@ -251,7 +252,12 @@ async def start_run(
     start = workflow.start_event_class.model_validate(
         {"user_msg": question, "chat_history": list(history)}
     )
-    data = await service.start_workflow(workflow, handler_id or uuid.uuid4().hex, start_event=start)
+    try:  # through the admission, like every run (serving.admission)
+        data = await service.start_workflow(
+            workflow, handler_id or uuid.uuid4().hex, start_event=start
+        )
+    except Unavailable as e:
+        raise BadRequest(e.status, e.detail) from None
     if data.run_id is None:
         raise BadRequest(409, f"The run of {name!r} did not start.")
     return RunRef(data.handler_id, data.run_id)

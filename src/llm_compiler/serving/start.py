@@ -8,9 +8,8 @@ event must hold a non-blank question and no field the server chooses
 workflow's start event, so it reads nothing else.
 
 A ``handler_id`` the client names must look like one (:data:`HANDLER_ID`: letters, digits,
-``_ - . :``, at most 128, not starting with a dot), else 400; and it names one run for
-good: an id some run already has is a 409 (the workflow server would start a new run under
-it and replace the finished run's record).
+``_ - . :``, at most 128, not starting with a dot), else 400; it names one run for good: a
+start naming an id some run has gets that run (:mod:`.admission`), never a second one.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 from workflows import Workflow
@@ -26,9 +25,6 @@ from workflows.context.serializers import JsonSerializer
 from workflows.events import Event, StartEvent
 
 from llm_compiler.serving.guard import BadRequest, BodyRoute, Checked, field_errors, loads_checked
-
-if TYPE_CHECKING:
-    from llama_agents.server import AbstractWorkflowStore
 
 RUN_PATH = re.compile(r"^/workflows/(?P<name>[^/]+)/(run|run-nowait)/?$")
 #: Start-event fields the server sets; a client sending them gets a 400.
@@ -41,14 +37,12 @@ HANDLER_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.:-]{0,127}")
 def run_route(
     workflows: Mapping[str, Workflow],
     extras: Mapping[str, Sequence[type[Event]]],
-    store: AbstractWorkflowStore | None = None,
 ) -> BodyRoute:
-    """The validator of run requests to `workflows` (with their `extras` event types);
-    with `store`, a ``handler_id`` of a run it holds is a 409."""
+    """The validator of run requests to `workflows` (with their `extras` event types)."""
 
     async def validate(match: re.Match[str], data: dict[str, Any], body: bytes) -> Checked:
         if data.get("handler_id") is not None:
-            await check_handler_id(data["handler_id"], store)
+            check_handler_id(data["handler_id"])
         workflow = workflows.get(match["name"])
         if workflow is None:
             known = ", ".join(sorted(workflows)) or "none"
@@ -115,41 +109,11 @@ def check_start(event: StartEvent) -> None:
             raise BadRequest(400, f"start_event.{name} is chosen by the server, not a client.")
 
 
-async def check_handler_id(value: Any, store: AbstractWorkflowStore | None) -> None:
-    """BadRequest 400 unless `value` is a usable handler id, 409 if `store` has a run by it."""
-    from llama_agents.server import HandlerQuery
-
+def check_handler_id(value: Any) -> None:
+    """BadRequest 400 unless `value` is a usable handler id."""
     if not isinstance(value, str) or not HANDLER_ID.fullmatch(value):
         raise BadRequest(
             400,
             f"Invalid handler_id {repr(value)[:80]}: use 1 to 128 letters, digits, '_', '-', "
             "'.' or ':' (not starting with '.').",
         )
-    if store is not None and (found := await store.query(HandlerQuery(handler_id_in=[value]))):
-        raise BadRequest(
-            409,
-            f"A run with handler_id {value!r} exists ({found[0].status}); a handler id names "
-            "one run: choose another.",
-        )
-
-
-class AnswerAfterCommit:
-    """ASGI middleware: a run request is answered only once a durable store has committed
-    the new run (a store with a ``committed()`` coroutine; others pass through)."""
-
-    def __init__(self, app: Any, store: Any) -> None:
-        self.app, self.store = app, store
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        committed = getattr(self.store, "committed", None)
-        starts_run = scope["type"] == "http" and scope.get("method") == "POST"
-        if committed is None or not (starts_run and RUN_PATH.match(scope["path"])):
-            await self.app(scope, receive, send)
-            return
-
-        async def after_commit(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                await committed()
-            await send(message)
-
-        await self.app(scope, receive, after_commit)
