@@ -116,7 +116,7 @@ from llm_compiler.tracing.metrics import (
     record_task,
     record_verdict,
 )
-from llm_compiler.tracing.spans import Active
+from llm_compiler.tracing.spans import Active, StepSpans
 from llm_compiler.tracing.usage import LLMCallUsage, tokenizer_loaded
 
 __all__ = ["MAX_PARALLEL_TOOLS", "LLMCompilerWorkflow"]
@@ -178,6 +178,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         overrides = split_config(options)
         require_llm(llm)
         super().__init__(timeout=timeout, **options)
+        self._dispatcher = StepSpans(self._dispatcher)  # type: ignore[assignment]  # a proxy
         self.config = make_config(config, overrides)
         if not tools and tool_retriever is None:
             raise ConfigurationError("Give tools=[...] or a tool_retriever.")
