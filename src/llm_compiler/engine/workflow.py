@@ -45,6 +45,7 @@ from llm_compiler.dialects.base import DirectAnswer, ForcedJoin, JoinerDecision,
 from llm_compiler.dialects.grounding import failed_tasks, replan_reason
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
+from llm_compiler.engine import memory as chat_memory
 from llm_compiler.engine.cache import CacheStore, ResultCache
 from llm_compiler.engine.dispatch import (
     Calls,
@@ -465,8 +466,8 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
             memory = new_memory() if tokenizer_loaded() else await asyncio.to_thread(new_memory)
         if ev.chat_history is not None:
             await memory.aset(list(ev.chat_history))
-        history = await memory.aget()
-        await memory.aput(ChatMessage(role=MessageRole.USER, content=question))
+        history = await chat_memory.read(memory)
+        await chat_memory.remember(memory, ChatMessage(role=MessageRole.USER, content=question))
         toolset = await self._toolset(question)
         self._tracer.begin(ev.compiler_run_id or "", question, self.dialect.name)
         self._run_tools.put(run_id, toolset)
@@ -850,7 +851,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
                 s.llm_calls = [*s.llm_calls, *calls]
                 s.verdict = s.verdict or verdict
                 if state.memory is not None:
-                    await state.memory.aput(message)
+                    await chat_memory.remember(state.memory, message)
             answer, direct = s.answer, s.direct
             state = s.model_copy()
         # While the run's tools are still known to this process.
