@@ -1,7 +1,8 @@
 """The engine's own CPU per task, and many runs at once in one process.
 
 Usage: ``python -m benchmarks.engine_cpu [--runs N] [--k K ...] [--batches B] [--profile]
-[--what-if] [--without-tokens]``; writes ``benchmarks/results/engine_cpu.json``.
+[--what-if] [--without-tokens] [--gc-modes MODE ...] [--not-served] [--only-concurrent]``;
+writes ``benchmarks/results/engine_cpu.json`` and prints the K-at-once table.
 
 * **CPU per task**: a fan-out of 50 instant tools (no two calls alike: the engine runs a
   call repeated within a plan once) under an instant scripted model, one run at a time
@@ -18,11 +19,12 @@ Usage: ``python -m benchmarks.engine_cpu [--runs N] [--k K ...] [--batches B] [-
   tools, the cloud-like latency model of :mod:`benchmarks.model`) started together on one
   instance: p50 and p95 latency over the critical path a run would take alone, CPU and
   garbage collection per run, and the median times of the run's phases; each K in
-  ``--batches`` batches as the process is, as many with its start-up heap frozen
-  (``gc.freeze()``) and as many as served (``llm-compiler serve``'s collector: frozen,
-  young generation collected less often), taking turns; the best of each. With
-  ``--without-tokens`` also as served with ``stream_tokens=False``: all that fewer
-  token events could save.
+  ``--batches`` batches in a plain process as it is, as many with its start-up heap
+  frozen (``gc.freeze()``), as many after :func:`llm_compiler.tune_for_many_runs`
+  (``--gc-modes`` picks among these), and as many through ``llm-compiler serve``'s HTTP
+  API (a subprocess that makes the same call; its CPU per run; ``--not-served`` skips
+  it), taking turns; the best of each. With ``--without-tokens`` also tuned with
+  ``stream_tokens=False``: all that fewer token events could save.
 * ``--profile``: pyinstrument over 20 fan-out-50 runs: self time by owner (our code, the
   framework API our steps call, the workflows runtime), by package and by function.
 * ``--what-if``: CPU per task of the engine and the floor also with every workflows event
@@ -325,7 +327,11 @@ def gc_mode(mode: str) -> Iterator[None]:
 
 
 async def concurrent(
-    k: int, batches: int, without_tokens: bool = False, server: Server | None = None
+    k: int,
+    batches: int,
+    without_tokens: bool = False,
+    server: Server | None = None,
+    gc_modes: tuple[str, ...] = GC_MODES,
 ) -> dict[str, Any]:
     """K 8-task fan-outs at once (0.5 s tools, cloud-like model), `batches` batches in
     each of :data:`GC_MODES` taking turns (and tuned with ``stream_tokens=False`` if
@@ -333,7 +339,7 @@ async def concurrent(
     HTTP API if given): the best batch of each by p50 (see :func:`batch`), and every
     batch's p50."""
     scenario = fanout(8, 0.5, CLOUD)
-    modes: dict[str, Any] = {mode: compiler(scenario) for mode in GC_MODES}
+    modes: dict[str, Any] = {mode: compiler(scenario) for mode in gc_modes}
     if without_tokens:
         system = compiler(scenario)
         system[0].config = system[0].config.model_copy(update={"stream_tokens": False})
@@ -491,6 +497,24 @@ def plain_event_data() -> Iterator[int]:
             cls.__private_attributes__["_data"] = attr
 
 
+def at_once_table(rows: list[dict[str, Any]]) -> str:
+    """The K-runs-at-once figures as a Markdown table (in process by collector mode, and
+    served)."""
+    lines = [
+        "| K | how | p50 | p95 | CPU per run | GC per run |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        for mode, r in row.items():
+            if isinstance(r, dict) and "p50_x" in r:
+                gc_ms = f"{r['gc_ms_per_run']} ms" if "gc_ms_per_run" in r else "-"
+                lines.append(
+                    f"| {row['k']} | {mode} | {r['p50_x']}x | {r['p95_x']}x "
+                    f"| {r['cpu_ms_per_run']} ms | {gc_ms} |"
+                )
+    return "\n".join(lines)
+
+
 async def per_task_report(report: dict[str, Any], runs: int, what_if: bool) -> None:
     """CPU per task (and the tutorial's wall time, if it runs) into `report`."""
     tutorial = await Tutorial.start()
@@ -512,6 +536,7 @@ async def main() -> None:
     parser.add_argument("--what-if", action="store_true")
     parser.add_argument("--without-tokens", action="store_true")
     parser.add_argument("--not-served", action="store_true", help="skip the served batches")
+    parser.add_argument("--gc-modes", nargs="+", choices=GC_MODES, default=list(GC_MODES))
     parser.add_argument("--only-concurrent", action="store_true", help="skip CPU per task")
     args = parser.parse_args()
     load = os.getloadavg()
@@ -528,13 +553,15 @@ async def main() -> None:
             async with httpx.AsyncClient(base_url=server.url, timeout=300) as client:
                 await served_run(client, fanout(8, 0.5, CLOUD), "warm-up")
         report["concurrent"] = [
-            await concurrent(k, args.batches, args.without_tokens, server) for k in args.k
+            await concurrent(k, args.batches, args.without_tokens, server, tuple(args.gc_modes))
+            for k in args.k
         ]
     finally:
         if server is not None:
             await server.stop()
     report["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=2))
+    print(at_once_table(report["concurrent"]))
     if args.profile:
         print(await profile())
     RESULTS.mkdir(exist_ok=True)
