@@ -59,3 +59,11 @@ async def test_every_step_run_has_its_span_once_a_handler_listens(step_spans):
     assert {"LLMCompilerWorkflow.plan", "LLMCompilerWorkflow.join"} <= steps
     done = {s.id_ for s in handler.completed_spans + handler.dropped_spans}
     assert set(step_spans) <= done
+
+
+def test_the_workflows_dispatcher_copies_like_the_one_it_stands_for():
+    import copy
+
+    dispatcher = LLMCompilerWorkflow(tools=[search], llm=ScriptedLLM([]))._dispatcher
+    for made in (copy.copy(dispatcher), copy.deepcopy(dispatcher)):
+        assert made.name == dispatcher.name == "workflows.workflow"

@@ -74,6 +74,8 @@ class StepSpans:
         return self.dispatcher.span(func) if listening(self.dispatcher) else func
 
     def __getattr__(self, name: str) -> Any:
+        if name == "dispatcher":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         return getattr(self.dispatcher, name)
 
 
