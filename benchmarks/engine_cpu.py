@@ -1,7 +1,8 @@
 """The engine's own CPU per task, and many runs at once in one process.
 
 Usage: ``python -m benchmarks.engine_cpu [--runs N] [--k K ...] [--batches B] [--profile]
-[--what-if] [--without-tokens]``; writes ``benchmarks/results/engine_cpu.json``.
+[--what-if] [--without-tokens] [--gc-modes MODE ...] [--not-served] [--only-concurrent]``;
+writes ``benchmarks/results/engine_cpu.json`` and prints the K-at-once table.
 
 * **CPU per task**: a fan-out of 50 instant tools (no two calls alike: the engine runs a
   call repeated within a plan once) under an instant scripted model, one run at a time
@@ -18,11 +19,12 @@ Usage: ``python -m benchmarks.engine_cpu [--runs N] [--k K ...] [--batches B] [-
   tools, the cloud-like latency model of :mod:`benchmarks.model`) started together on one
   instance: p50 and p95 latency over the critical path a run would take alone, CPU and
   garbage collection per run, and the median times of the run's phases; each K in
-  ``--batches`` batches as the process is, as many with its start-up heap frozen
-  (``gc.freeze()``) and as many as served (``llm-compiler serve``'s collector: frozen,
-  young generation collected less often), taking turns; the best of each. With
-  ``--without-tokens`` also as served with ``stream_tokens=False``: all that fewer
-  token events could save.
+  ``--batches`` batches in a plain process as it is, as many with its start-up heap
+  frozen (``gc.freeze()``), as many after :func:`llm_compiler.tune_for_many_runs`
+  (``--gc-modes`` picks among these), and as many through ``llm-compiler serve``'s HTTP
+  API (a subprocess that makes the same call; its CPU per run; ``--not-served`` skips
+  it), taking turns; the best of each. With ``--without-tokens`` also tuned with
+  ``stream_tokens=False``: all that fewer token events could save.
 * ``--profile``: pyinstrument over 20 fan-out-50 runs: self time by owner (our code, the
   framework API our steps call, the workflows runtime), by package and by function.
 * ``--what-if``: CPU per task of the engine and the floor also with every workflows event
@@ -41,7 +43,9 @@ import asyncio
 import gc
 import json
 import os
+import signal
 import statistics
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -49,12 +53,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from benchmarks.floor import FloorWorkflow
 from benchmarks.model import CLOUD, INSTANT
 from benchmarks.scenarios import Scenario, Task
 from benchmarks.systems import check_answer, compiler
 from benchmarks.tools import ToolSpec
-from llm_compiler.cli import tune_gc
+from llm_compiler import LLMCompilerWorkflow, tune_for_many_runs
 
 RESULTS = Path(__file__).parent / "results"
 ROOT = Path(__file__).parent.parent
@@ -297,21 +303,22 @@ async def batch(system: tuple[Any, Any, Any], scenario: Scenario, k: int, tag: s
     }
 
 
-#: The garbage collector's modes a batch of :func:`concurrent` runs under.
-GC_MODES = ("as_is", "start_up_heap_frozen", "as_served")
+#: How a batch of :func:`concurrent` runs: in a plain process with Python's collector as is,
+#: with the start-up heap frozen only, or after :func:`llm_compiler.tune_for_many_runs`
+#: (what ``llm-compiler serve`` calls at start-up).
+GC_MODES = ("as_is", "start_up_heap_frozen", "tuned")
 
 
 @contextmanager
 def gc_mode(mode: str) -> Iterator[None]:
     """While open, the collector as the process is (after a collection), with its heap
-    frozen (``gc.freeze()``), or as ``llm-compiler serve`` sets it up
-    (:func:`llm_compiler.cli.tune_gc`: frozen, young generation collected less often)."""
+    frozen (``gc.freeze()``), or tuned (:func:`llm_compiler.tune_for_many_runs`)."""
     threshold = gc.get_threshold()
     gc.collect()
     if mode == "start_up_heap_frozen":
         gc.freeze()
-    elif mode == "as_served":
-        tune_gc()
+    elif mode == "tuned":
+        tune_for_many_runs()
     try:
         yield
     finally:
@@ -319,25 +326,38 @@ def gc_mode(mode: str) -> Iterator[None]:
         gc.set_threshold(*threshold)
 
 
-async def concurrent(k: int, batches: int, without_tokens: bool = False) -> dict[str, Any]:
+async def concurrent(
+    k: int,
+    batches: int,
+    without_tokens: bool = False,
+    server: Server | None = None,
+    gc_modes: tuple[str, ...] = GC_MODES,
+) -> dict[str, Any]:
     """K 8-task fan-outs at once (0.5 s tools, cloud-like model), `batches` batches in
-    each of :data:`GC_MODES` taking turns (and as served with ``stream_tokens=False`` if
-    `without_tokens`: what no token events at all would save): the best batch of each by
-    p50 (see :func:`batch`), and every batch's p50."""
+    each of :data:`GC_MODES` taking turns (and tuned with ``stream_tokens=False`` if
+    `without_tokens`: what no token events at all would save; and through `server`'s
+    HTTP API if given): the best batch of each by p50 (see :func:`batch`), and every
+    batch's p50."""
     scenario = fanout(8, 0.5, CLOUD)
-    modes = {mode: compiler(scenario) for mode in GC_MODES}
+    modes: dict[str, Any] = {mode: compiler(scenario) for mode in gc_modes}
     if without_tokens:
         system = compiler(scenario)
         system[0].config = system[0].config.model_copy(update={"stream_tokens": False})
-        modes["as_served_without_token_events"] = system
+        modes["tuned_without_token_events"] = system
     for mode, (wf, _, log) in modes.items():
         await wf.run(user_msg=scenario.question(f"warm-up-{mode}"))
         log.take()
+    if server is not None:
+        modes["served"] = server
     rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     for b in range(batches):
         for mode in list(modes) if b % 2 == 0 else list(modes)[::-1]:
-            with gc_mode("as_served" if mode.startswith("as_served") else mode):
-                rows[mode].append(await batch(modes[mode], scenario, k, f"{b}-{mode}"))
+            tag = f"{k}-{b}-{mode}"
+            if mode == "served":
+                rows[mode].append(await served_batch(server, scenario, k, tag))  # type: ignore[arg-type]
+                continue
+            with gc_mode("tuned" if mode.startswith("tuned") else mode):
+                rows[mode].append(await batch(modes[mode], scenario, k, tag))
     bound = scenario.compiler_bound()
     alone = {"plan_streamed": round(bound.plan_done or 0.0, 3), "run_ended": round(bound.total, 3)}
     report: dict[str, Any] = {"k": k, "critical_path_s": round(bound.total, 3), "alone_s": alone}
@@ -345,6 +365,81 @@ async def concurrent(k: int, batches: int, without_tokens: bool = False) -> dict
         best = min(done, key=lambda r: r["p50_x"])
         report[mode] = {**best, "every_p50_x": [r["p50_x"] for r in done]}
     return report
+
+
+def served_workflow() -> LLMCompilerWorkflow:
+    """:func:`concurrent`'s workflow, for ``llm-compiler serve --workflow`` (a factory)."""
+    return compiler(fanout(8, 0.5, CLOUD))[0]
+
+
+class Server:
+    """``llm-compiler serve`` of :func:`served_workflow` in a subprocess (which tunes its
+    collector with :func:`llm_compiler.tune_for_many_runs` at start-up)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, url: str) -> None:
+        self.proc, self.url = proc, url
+
+    @classmethod
+    async def start(cls) -> Server:
+        """The server, once it listens on a free loopback port."""
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("-c", "import sys; from llm_compiler.cli import main; sys.exit(main())"),
+            *("serve", "--port", "0", "--workflow", "benchmarks.engine_cpu:served_workflow"),
+            *("--no-access-log", "--log-level", "warning"),
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        while line := (await proc.stdout.readline()).decode():
+            if "Serving the live plan page at " in line:
+                url = line.split(" at ", 1)[1].split()[0].rstrip("/")
+                asyncio.get_running_loop().create_task(proc.stdout.read())  # drained
+                return cls(proc, url)
+        raise RuntimeError("llm-compiler serve ended before it listened; see its error above")
+
+    def cpu(self) -> float:
+        """The server's CPU seconds so far (Linux ``/proc``)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    async def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        await self.proc.wait()
+
+
+async def served_run(client: httpx.AsyncClient, scenario: Scenario, tag: str) -> float:
+    """One run through the HTTP API, from its request to its stream's end; checked."""
+    t0 = time.perf_counter()
+    body = {"start_event": {"user_msg": scenario.question(tag)}}
+    r = await client.post("/workflows/compiler/run-nowait", json=body)
+    r.raise_for_status()
+    params = {"after_sequence": -1}
+    last = ""
+    async with client.stream("GET", f"/events/{r.json()['handler_id']}", params=params) as s:
+        async for line in s.aiter_lines():
+            last = line if line.startswith("data: ") else last
+    if '"type":"StopEvent"' not in last or scenario.answer() not in last:
+        raise AssertionError(f"served run {tag} did not answer right: {last[:300]}")
+    return time.perf_counter() - t0
+
+
+async def served_batch(server: Server, scenario: Scenario, k: int, tag: str) -> dict:
+    """K runs at once through the server's HTTP API: latency over the critical path (p50,
+    p95) and the server's CPU per run."""
+    bound = scenario.compiler_bound().total
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(base_url=server.url, timeout=300, limits=limits) as client:
+        c0, t0 = server.cpu(), time.perf_counter()
+        runs = (served_run(client, scenario, f"{tag}-{i}") for i in range(k))
+        lat = sorted(await asyncio.gather(*runs))
+        cpu, wall = server.cpu() - c0, time.perf_counter() - t0
+    return {
+        "p50_x": round(statistics.median(lat) / bound, 3),
+        "p95_x": round(lat[int(0.95 * (len(lat) - 1))] / bound, 3),
+        "wall_s": round(wall, 3),
+        "cpu_ms_per_run": round(cpu / k * 1e3, 2),
+    }
 
 
 async def profile(runs: int = 20) -> str:
@@ -402,6 +497,36 @@ def plain_event_data() -> Iterator[int]:
             cls.__private_attributes__["_data"] = attr
 
 
+def at_once_table(rows: list[dict[str, Any]]) -> str:
+    """The K-runs-at-once figures as a Markdown table (in process by collector mode, and
+    served)."""
+    lines = [
+        "| K | how | p50 | p95 | CPU per run | GC per run |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        for mode, r in row.items():
+            if isinstance(r, dict) and "p50_x" in r:
+                gc_ms = f"{r['gc_ms_per_run']} ms" if "gc_ms_per_run" in r else "-"
+                lines.append(
+                    f"| {row['k']} | {mode} | {r['p50_x']}x | {r['p95_x']}x "
+                    f"| {r['cpu_ms_per_run']} ms | {gc_ms} |"
+                )
+    return "\n".join(lines)
+
+
+async def per_task_report(report: dict[str, Any], runs: int, what_if: bool) -> None:
+    """CPU per task (and the tutorial's wall time, if it runs) into `report`."""
+    tutorial = await Tutorial.start()
+    try:
+        report["cpu_per_task"] = await cpu_per_task(runs, tutorial, what_if)
+        if tutorial is not None:
+            report["wall_s_fanout_8_tools_0_5s"] = await slow_tools(tutorial)
+    finally:
+        if tutorial is not None:
+            await tutorial.close()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
@@ -410,6 +535,9 @@ async def main() -> None:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--what-if", action="store_true")
     parser.add_argument("--without-tokens", action="store_true")
+    parser.add_argument("--not-served", action="store_true", help="skip the served batches")
+    parser.add_argument("--gc-modes", nargs="+", choices=GC_MODES, default=list(GC_MODES))
+    parser.add_argument("--only-concurrent", action="store_true", help="skip CPU per task")
     args = parser.parse_args()
     load = os.getloadavg()
     report: dict[str, Any] = {
@@ -417,17 +545,23 @@ async def main() -> None:
         "load_avg_1_5_15": [round(x, 2) for x in load],
         "cpus": os.cpu_count(),
     }
-    tutorial = await Tutorial.start()
+    if not args.only_concurrent:
+        await per_task_report(report, args.runs, args.what_if)
+    server = None if args.not_served else await Server.start()
     try:
-        report["cpu_per_task"] = await cpu_per_task(args.runs, tutorial, args.what_if)
-        if tutorial is not None:
-            report["wall_s_fanout_8_tools_0_5s"] = await slow_tools(tutorial)
+        if server is not None:  # its workflow's first run, as the in-process ones have
+            async with httpx.AsyncClient(base_url=server.url, timeout=300) as client:
+                await served_run(client, fanout(8, 0.5, CLOUD), "warm-up")
+        report["concurrent"] = [
+            await concurrent(k, args.batches, args.without_tokens, server, tuple(args.gc_modes))
+            for k in args.k
+        ]
     finally:
-        if tutorial is not None:
-            await tutorial.close()
-    report["concurrent"] = [await concurrent(k, args.batches, args.without_tokens) for k in args.k]
+        if server is not None:
+            await server.stop()
     report["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=2))
+    print(at_once_table(report["concurrent"]))
     if args.profile:
         print(await profile())
     RESULTS.mkdir(exist_ok=True)

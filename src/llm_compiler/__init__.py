@@ -47,6 +47,7 @@ from llm_compiler.serving.mermaid import to_mermaid
 from llm_compiler.tools.calls import idempotency_key
 from llm_compiler.tools.mcp import MCPConnection, MCPServerError, tools_from_mcp
 from llm_compiler.tools.policy import RetryPolicy, ToolPolicy, policy, with_policy
+from llm_compiler.tuning import tune_for_many_runs
 
 __all__ = [
     "AwaitingApproval",
@@ -98,5 +99,6 @@ __all__ = [
     "resolve_llm",
     "to_mermaid",
     "tools_from_mcp",
+    "tune_for_many_runs",
     "with_policy",
 ]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import importlib
 import json
 import logging
@@ -25,6 +24,7 @@ from llm_compiler.serving.options import PREFIX, Setting, resolve
 from llm_compiler.tracing.metrics import stop_metrics
 from llm_compiler.tracing.otel import start_export
 from llm_compiler.tracing.prices import PRICES_ENV, load_prices
+from llm_compiler.tuning import tune_for_many_runs
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
@@ -137,32 +137,10 @@ async def _tool_options(
     }
 
 
-#: Allocations between two young-generation collections in a served process (Python's
-#: default is 700; see :func:`tune_gc`).
-SERVED_GC_YOUNG = 50_000
-
-
-def tune_gc() -> None:
-    """Set this process's garbage collector up for serving (``serve`` does it at start-up).
-
-    What start-up loaded (the libraries, some hundred thousand objects) is frozen out of
-    the collector's reach (``gc.freeze()``), so a full collection under load walks only
-    what the runs hold; and the young generation is collected every
-    :data:`SERVED_GC_YOUNG` allocations instead of every 700, which makes the older
-    generations' collections (each walks every live run's objects) as much rarer. At 100
-    runs at once, a quarter less CPU per run than Python's defaults (see the Performance
-    page). Only for a process of its own: a library leaves its host's collector alone.
-    """
-    gc.collect()
-    gc.freeze()
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(SERVED_GC_YOUNG, middle, old)
-
-
 async def run_server(args: argparse.Namespace) -> None:
     """Build the app for `args` and serve it until interrupted (the collector tuned
-    first: :func:`tune_gc`)."""
-    tune_gc()
+    first: :func:`~llm_compiler.tuning.tune_for_many_runs`)."""
+    tune_for_many_runs()
     if args.prices:  # checked now; every workflow built below reads it (see tracing.prices)
         load_prices(args.prices)
         os.environ[PRICES_ENV] = args.prices

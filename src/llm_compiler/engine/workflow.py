@@ -44,6 +44,7 @@ from llm_compiler.config import MAX_PARALLEL_TOOLS, CompilerConfig, make_config,
 from llm_compiler.dialects.base import DirectAnswer, ForcedJoin, JoinerDecision, PlanDialect
 from llm_compiler.dialects.llmcompiler import LLMCompilerDialect
 from llm_compiler.dialects.prompting import PromptContext
+from llm_compiler.engine import memory as chat_memory
 from llm_compiler.engine.cache import CacheStore, ResultCache
 from llm_compiler.engine.dispatch import (
     Calls,
@@ -116,7 +117,7 @@ from llm_compiler.tracing.metrics import (
     record_task,
     record_verdict,
 )
-from llm_compiler.tracing.spans import Active
+from llm_compiler.tracing.spans import Active, StepSpans
 from llm_compiler.tracing.usage import LLMCallUsage, tokenizer_loaded
 
 __all__ = ["MAX_PARALLEL_TOOLS", "LLMCompilerWorkflow"]
@@ -178,6 +179,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
         overrides = split_config(options)
         require_llm(llm)
         super().__init__(timeout=timeout, **options)
+        self._dispatcher = StepSpans(self._dispatcher)  # type: ignore[assignment]  # a proxy
         self.config = make_config(config, overrides)
         if not tools and tool_retriever is None:
             raise ConfigurationError("Give tools=[...] or a tool_retriever.")
@@ -475,8 +477,8 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
             memory = new_memory() if tokenizer_loaded() else await asyncio.to_thread(new_memory)
         if ev.chat_history is not None:
             await memory.aset(list(ev.chat_history))
-        history = await memory.aget()
-        await memory.aput(ChatMessage(role=MessageRole.USER, content=question))
+        history = await chat_memory.read(memory)
+        await chat_memory.remember(memory, ChatMessage(role=MessageRole.USER, content=question))
         toolset = await self._toolset(question)
         self._tracer.begin(ev.compiler_run_id or "", question, self.dialect.name)
         self._run_tools.put(run_id, toolset)
@@ -861,7 +863,7 @@ class LLMCompilerWorkflow(KnownSteps, Workflow):
                 s.llm_calls = [*s.llm_calls, *calls]
                 s.verdict = s.verdict or verdict
                 if state.memory is not None:
-                    await state.memory.aput(message)
+                    await chat_memory.remember(state.memory, message)
             answer, direct = s.answer, s.direct
             state = s.model_copy()
         # While the run's tools are still known to this process.

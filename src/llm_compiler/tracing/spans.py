@@ -47,9 +47,10 @@ except ImportError:  # pragma: no cover - exercised only without the extras
 DISPATCHER = get_dispatcher("llm_compiler")
 
 
-def listening() -> bool:
-    """Whether any span or event handler besides llama-index's null ones would see our spans."""
-    d: Any = DISPATCHER
+def listening(dispatcher: Any = DISPATCHER) -> bool:
+    """Whether any span or event handler besides llama-index's null ones would see the
+    spans and events of `dispatcher` (by default, ours)."""
+    d: Any = dispatcher
     while d is not None:
         if any(not isinstance(h, NullSpanHandler) for h in d.span_handlers) or any(
             not isinstance(h, NullEventHandler) for h in d.event_handlers
@@ -57,6 +58,25 @@ def listening() -> bool:
             return True
         d = d.parent if d.propagate else None
     return False
+
+
+class StepSpans:
+    """A workflow's dispatcher that puts a step run in a span only while a handler
+    listens (:func:`listening`, asked at each step run); everything else is the
+    dispatcher's own. With none listening, a span would cost a signature binding, an id
+    and a walk over null handlers per step run, and go nowhere."""
+
+    def __init__(self, dispatcher: Any) -> None:
+        self.dispatcher = dispatcher
+
+    def span(self, func: Any) -> Any:
+        """`func` in the dispatcher's span if anyone listens, else `func` itself."""
+        return self.dispatcher.span(func) if listening(self.dispatcher) else func
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "dispatcher":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.dispatcher, name)
 
 
 @lru_cache(maxsize=32)
