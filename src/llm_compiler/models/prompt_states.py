@@ -2,14 +2,13 @@
 
 llama-cpp-python keeps one sequence: a request reuses only the prefix it shares with the
 request just before. The planner's and the joiner's prompts alternate, so each evicts the
-other's. :class:`PromptStates` keeps the evaluated KV cells of the last prompts (a few MB
-each); before a request, the server restores the one that shares the longest prefix
-with it when that is longer than what its context holds, and evaluates only the rest.
+other's. Here, before a request cuts what the context holds, that is saved (its KV cells,
+a few MB); then the saved state that shares the longest prefix with the prompt is
+restored when that is longer than what the context holds, and only the rest is evaluated.
 
 Gemma 3's sliding-window layers keep only the last 512 positions unless the cache is
-full-size: a prefix reused after a longer prompt would lack the window before it (the
-layers would attend to fewer tokens than on a cold request). The model therefore runs
-with ``swa_full``.
+full-size: a prefix reused after a longer prompt would lack the window before it. The
+model runs with ``swa_full`` (llama.cpp's default, set here so that it stays so).
 
 The recent completions' phases are kept as :class:`Timings` (``GET /llm_compiler/timings``).
 """
@@ -43,6 +42,9 @@ class Timings:
     restored_n: int = 0
     """Tokens of the saved state restored before it (0: none restored)."""
     restore_ms: float = 0.0
+    saved_n: int = 0
+    """Tokens of the context saved before it (0: none saved)."""
+    save_ms: float = 0.0
     sampler_ms: float = 0.0
     """Building the sampler (the grammar is parsed here)."""
     prompt_ms: float = 0.0
@@ -51,7 +53,6 @@ class Timings:
     predicted_ms: float = 0.0
     sample_ms: float = 0.0
     """Choosing tokens (under a grammar, over the whole vocabulary)."""
-    save_ms: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """The timings as JSON-ready values."""
@@ -132,25 +133,31 @@ def stateful_llama() -> type[Any]:
             self.states = PromptStates()
             self._timings = Timings()
             self._in_prompt = False
+            self._saved = True  # nothing evaluated yet
 
         def generate(
             self, tokens: Sequence[int], *args: Any, **kwargs: Any
         ) -> Generator[int, Any, None]:
-            """``Llama.generate`` after restoring the best saved state; saves the new one."""
+            """``Llama.generate`` after saving what the context holds, if the prompt cuts
+            it, and restoring the saved state that shares the longest prefix with it.
+
+            Saved here, not when a completion ends: a client that stops reading leaves its
+            generator suspended, closed whenever it is collected (maybe during another
+            request)."""
             tokens = list(tokens)
             timings = self._timings = Timings(prompt_tokens=len(tokens))
             RECENT.append(timings)
-            self._restore(tokens, timings)
+            held = common_prefix(self.input_ids[: self.n_tokens].tolist(), tokens)
+            if held < self.n_tokens and not self._saved:
+                self._save(timings)
+            self._restore(tokens, held, timings)
             self._in_prompt = True
             try:
                 yield from super().generate(tokens, *args, **kwargs)
             finally:
                 self._in_prompt = False
-                timings.cache_n = timings.prompt_tokens - timings.prompt_n
-                self._save(timings)
 
-        def _restore(self, tokens: list[int], timings: Timings) -> None:
-            held = common_prefix(self.input_ids[: self.n_tokens].tolist(), tokens)
+        def _restore(self, tokens: list[int], held: int, timings: Timings) -> None:
             length, state = self.states.best(tokens)
             if state is None or length <= held:
                 return
@@ -161,6 +168,7 @@ def stateful_llama() -> type[Any]:
             self.input_ids[: len(state.tokens)] = state.tokens
             self.n_tokens = len(state.tokens)
             self._requires_eval = True
+            self._saved = True
             timings.restored_n = len(state.tokens)
             timings.restore_ms = (time.perf_counter() - started) * 1000
 
@@ -172,6 +180,8 @@ def stateful_llama() -> type[Any]:
             buffer = (ctypes.c_uint8 * size)()
             written = llama_cpp.llama_state_seq_get_data(self._ctx.ctx, buffer, size, 0)
             self.states.save(self.input_ids[: self.n_tokens].tolist(), buffer, written)
+            self._saved = True
+            timings.saved_n = self.n_tokens
             timings.save_ms = (time.perf_counter() - started) * 1000
 
         def _init_sampler(self, *args: Any, **kwargs: Any) -> Any:
@@ -186,9 +196,11 @@ def stateful_llama() -> type[Any]:
             super().eval(tokens)
             elapsed = (time.perf_counter() - started) * 1000
             timings = self._timings
+            self._saved = self._saved and not tokens
             if self._in_prompt:
                 self._in_prompt = False
                 timings.prompt_n, timings.prompt_ms = len(tokens), elapsed
+                timings.cache_n = timings.prompt_tokens - len(tokens)
             else:
                 timings.predicted_n += len(tokens)
                 timings.predicted_ms += elapsed
