@@ -150,10 +150,13 @@ bench-langgraph-venv: $(LG_STAMP)
 
 ## The embedded model server's own speed (prompt and generation tokens/s, first task,
 ## answer) on the installed llama.cpp build: benchmarks/results/model_speed.json; the plan
-## cache on the embedded model: benchmarks/results/plan_cache_embedded.json.
+## cache on the embedded model: benchmarks/results/plan_cache_embedded.json; cold and warm
+## first task and answer for three questions in a row: benchmarks/results/warm_prompt.json
+## (BASE=<another checkout> interleaves its code).
 bench-model: install install-local
 	$(BIN)/python -m benchmarks.model_speed
 	$(BIN)/python -m benchmarks.plan_cache_embedded
+	$(BIN)/python -m benchmarks.warm_prompt $(if $(BASE),--base $(BASE))
 
 ## The live plan page and HTTP API on http://127.0.0.1:8000 (ARGS="--port 9000 --store sqlite:///runs.db").
 serve: install

@@ -206,7 +206,7 @@ class ScriptedLLM(LLM):
     async def acomplete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponse:
-        text = self._reply(LLMCall("complete", prompt))
+        text = self._reply(LLMCall("complete", prompt, kwargs=kwargs))
         await self.on_reply(text)
         return CompletionResponse(text=text)
 

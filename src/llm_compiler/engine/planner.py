@@ -130,17 +130,19 @@ class Planner:
     def warm(self, state: CompilerState, tools: ToolSet | None, prompt: PromptContext) -> None:
         """Have the embedded model read the planner's static prompt again, in the background.
 
-        llama.cpp keeps only the previous prompt's evaluated prefix, and the joiner's
-        prompt evicts the planner's: after an answer, a one-token request with the
-        planner's instructions, tools and examples (the dialect's ``warm_request``)
-        leaves them evaluated for the next question. Only for the embedded model's
-        client; errors are ignored (it is an optimization).
+        llama.cpp's server keeps only the previous prompt's evaluated prefix, and the
+        joiner's prompt evicts the planner's: after an answer, a one-token request with
+        the planner's instructions, tools and examples (the dialect's ``warm_request``)
+        leaves them evaluated for the next question. Only for a grammar server's client
+        that does not keep prompts itself (the embedded model's does); errors are
+        ignored (it is an optimization).
         """
         make = getattr(self.dialect, "warm_request", None)
         if (
             make is None
             or tools is None
             or not getattr(self.llm, "llm_compiler_constrained", False)
+            or getattr(self.llm, "llm_compiler_keeps_prompts", False)
         ):
             return
         request = make(self.context(state, tools, prompt, constrained=True))
@@ -156,7 +158,10 @@ class Planner:
 
     async def _warm(self, prompt: str) -> None:
         try:
-            await self.llm.acomplete(prompt, formatted=True, max_tokens=1)
+            # In the body: an OpenAI client's own max_tokens overrides the keyword.
+            await self.llm.acomplete(
+                prompt, formatted=True, max_tokens=1, extra_body={"max_tokens": 1}
+            )
         except Exception as e:  # noqa: BLE001 - a failed warm-up only costs the next question time
             logger.debug("Warming the planner prompt failed: %s", e)
 

@@ -7,6 +7,11 @@ server exits at once.
 Requests whose grammar llama.cpp cannot parse are answered 400 before they reach the
 server: llama-cpp-python 0.3.36 passes a grammar on unchecked, and the sampler llama.cpp
 does not create for it crashes the whole process.
+
+The model keeps the evaluated state of recent prompts (:mod:`.prompt_states`): the
+planner's and the joiner's prompts, alternating, no longer evict each other.
+``GET /llm_compiler/timings`` answers the recent completions' phases (prompt tokens
+evaluated, restored, decoded; milliseconds each).
 """
 
 from __future__ import annotations
@@ -84,6 +89,9 @@ class GrammarCheck:
         return None
 
     async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+        if scope["type"] == "http" and scope["path"] == TIMINGS_PATH:
+            await _respond(send, 200, _last_timings())
+            return
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -97,10 +105,7 @@ class GrammarCheck:
         body = b"".join(chunks)
         problem = self.problem(body)
         if problem:
-            payload = json.dumps({"detail": problem}).encode()
-            headers = [(b"content-type", b"application/json")]
-            await send({"type": "http.response.start", "status": 400, "headers": headers})
-            await send({"type": "http.response.body", "body": payload})
+            await _respond(send, 400, {"detail": problem})
             return
         replayed = False
 
@@ -112,6 +117,32 @@ class GrammarCheck:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
+
+
+#: Where the server answers the last completion's timings.
+TIMINGS_PATH = "/llm_compiler/timings"
+
+
+async def _respond(send: _Send, status: int, content: dict[str, Any]) -> None:
+    headers = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": json.dumps(content).encode()})
+
+
+def _last_timings() -> dict[str, Any]:
+    """``recent``: the timings of the last completions, the last one last."""
+    from llm_compiler.models.prompt_states import RECENT
+
+    return {"recent": [t.as_dict() for t in RECENT]}
+
+
+def _keep_prompt_states() -> None:
+    """Have ``llama_cpp.server`` load the model as a :func:`.prompt_states.stateful_llama`."""
+    import llama_cpp
+
+    from llm_compiler.models.prompt_states import stateful_llama
+
+    llama_cpp.Llama = stateful_llama()  # type: ignore[misc]
 
 
 def _check_grammars() -> None:
@@ -130,6 +161,7 @@ def _check_grammars() -> None:
 def main() -> None:
     """Start the orphan watch, then ``python -m llama_cpp.server`` with our arguments."""
     threading.Thread(target=_exit_when_orphaned, daemon=True).start()
+    _keep_prompt_states()
     _check_grammars()
     from llama_cpp.server.__main__ import main as serve
 

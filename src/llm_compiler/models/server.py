@@ -394,9 +394,11 @@ def _embedded_class() -> type[LLM]:
     from llama_index.llms.openai_like import OpenAILike
 
     class EmbeddedLLM(OpenAILike):  # type: ignore[misc]
-        """OpenAILike for llama.cpp's server, which constrains output to a GBNF grammar."""
+        """OpenAILike for llama.cpp's server, which constrains output to a GBNF grammar
+        and keeps recent prompts evaluated (:mod:`~llm_compiler.models.prompt_states`)."""
 
         llm_compiler_constrained: ClassVar[bool] = True
+        llm_compiler_keeps_prompts: ClassVar[bool] = True
 
         @classmethod
         def class_name(cls) -> str:
