@@ -120,6 +120,7 @@ bench: install
 	$(BIN)/python -m benchmarks.policies
 	$(BIN)/python -m benchmarks.engine_cpu
 	$(BIN)/python -m benchmarks.plan_cache
+	$(BIN)/python -m benchmarks.soak
 
 ## Headless Chromium for the live page's browser test (Debian's package; CI runs as root).
 ## Never fatal: without it the browser test is skipped with the reason.
