@@ -346,3 +346,28 @@ async def test_plan_approval_through_the_server(overlap):
     ran = [e["value"]["args"] for k, (_, e) in zip(kinds, rest, strict=True) if k == "TaskReady"]
     assert ran == [{"name": "gamma"}]  # the edited plan, not the model's
     assert kinds[-1] == "StopEvent"
+
+
+async def test_a_bodiless_status_of_the_workflow_server_has_no_body(overlap):
+    """The workflow server answers a stream of a run that just ended with a 204; with a
+    JSON body there, h11 breaks the connection and the client's next request with it."""
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.routing import Route
+
+    served = build_app({"compiler": workflow(overlap)})
+
+    async def ended(request: Request) -> None:
+        raise HTTPException(status_code=204, detail="Handler is completed")
+
+    async def missing(request: Request) -> None:
+        raise HTTPException(status_code=404, detail="Handler not found")
+
+    # Before the server's catch-all UI mount.
+    served.server.app.router.routes[:0] = [Route("/ended", ended), Route("/missing", missing)]
+    transport = httpx.ASGITransport(app=served.server.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        r = await c.get("/ended")
+        assert (r.status_code, r.content) == (204, b"")
+        r = await c.get("/missing")
+        assert (r.status_code, r.json()) == (404, {"detail": "Handler not found"})

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -260,12 +261,25 @@ def _lifespan(
 
 def _forwarded(server: WorkflowServer) -> list[BaseRoute]:
     """The workflow server's API routes, each handed to the server's own app (its error
-    handlers apply); its UI, a catch-all mount that loads a CDN page, is not among them."""
+    handlers apply, a bodiless status kept bodiless); its UI, a catch-all mount that loads
+    a CDN page, is not among them."""
+    server.app.add_exception_handler(HTTPException, http_error)
     return [
         Route(r.path, server.app, methods=r.methods, name=r.name)
         for r in server.app.routes
         if isinstance(r, Route)
     ]
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """An HTTP error as JSON, as the workflow server answers it, but a 204 or 304 with no
+    body (the server answers a stream of a run that just ended with a 204; a body there
+    breaks the connection)."""
+    if not isinstance(exc, HTTPException):
+        raise exc
+    if exc.status_code in (204, 304):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
 
 async def internal_error(request: Request, exc: Exception) -> Response:
