@@ -483,7 +483,7 @@ def test_numbers_in_texts_of_one_shape_compare_and_others_do_not():
     assert "more than" not in _two_calls(question, other, ("about 11 minutes", "17 stops"))
 
 
-def test_a_difference_taken_the_wrong_way_round_is_shown_the_right_way_with_labels():
+def test_a_difference_is_shown_as_the_calculator_took_it_with_labels():
     ctx = context(
         "How many years after Bohr was Einstein born?",
         T(1, "lookup", '1. lookup("Bohr", "birth_year")', "1885.0"),
@@ -491,7 +491,8 @@ def test_a_difference_taken_the_wrong_way_round_is_shown_the_right_way_with_labe
         T(3, "calculator", '3. calculator("$2 - $1")', "-6.0"),
     )
     answer = str(selected_answer(ctx))
-    assert "1885 (Bohr) - 1879 (Einstein) = 6;" in answer and "-6" not in answer
+    assert "1879 (Einstein) - 1885 (Bohr) = -6;" in answer
+    assert "Bohr (1885) is 6 more than Einstein (1879)." in answer
     written = context(
         "How many more employees does Apple have than Microsoft?",
         T(1, "company", '1. company("Apple")', "164000"),
@@ -499,7 +500,32 @@ def test_a_difference_taken_the_wrong_way_round_is_shown_the_right_way_with_labe
         T(3, "calculator", '3. calculator("164000 - 228000")', "-64000.0"),
         tools=[*demo_tools.TOOLS, company],
     )
-    assert "228,000 (Microsoft) - 164,000 (Apple) = 64,000;" in str(selected_answer(written))
+    assert "164,000 (Apple) - 228,000 (Microsoft) = -64,000;" in str(selected_answer(written))
+
+
+async def test_a_negative_result_keeps_its_sign_without_a_joiner_call():
+    """``calculator("120 - 200")`` = -80 is a balance change downwards: never ``200 - 120
+    = 80``."""
+    from llm_compiler import LLMCompilerWorkflow
+    from llm_compiler.testing import ScriptedLLM
+
+    def balance(month: str) -> float:
+        """The account's balance at the end of a month, in euros."""
+        return {"March": 120.0, "April": 200.0}[month]
+
+    plan = '1. balance("March")\n2. balance("April")\n3. calculator("120 - 200")\n4. join()\n'
+    llm = ScriptedLLM([plan + END_OF_PLAN], chat=False)
+    wf = LLMCompilerWorkflow(
+        tools=[balance, demo_tools.calculator],
+        llm=llm,
+        dialect=LLMCompilerDialect(joiner="select"),
+        constrained=True,
+        timeout=30,
+    )
+    output = str(await wf.run(user_msg="By how much did my balance change from March to April?"))
+    assert "120 (March) - 200 (April) = -80" in output
+    assert "200 - 120" not in output and "= 80" not in output
+    assert len(llm.calls) == 1  # the plan only
 
 
 def company(name: str) -> int:

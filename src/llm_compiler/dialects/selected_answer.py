@@ -162,7 +162,7 @@ def answer_parts(context: PromptContext) -> list[Part]:
             parts.append(part)
     shown_tasks = [ok[i] for i in sorted(shown)]
     labels = _operand_labels(shown_tasks, parts)
-    return [_right_way_round(p, labels) for p in parts] + _extremes(shown_tasks)
+    return [_labelled(p, labels) for p in parts] + _extremes(shown_tasks)
 
 
 def _extremes(tasks: Sequence[_Task]) -> list[Part]:
@@ -230,21 +230,21 @@ _DIFFERENCE = re.compile(
 )
 
 
-def _right_way_round(part: Part, labels: dict[float, str]) -> Part:
-    """A difference the calculator took the wrong way round (``1912 - 1954 = -42``) as
-    the larger minus the smaller, each operand labelled by the call that returned it:
-    ``1954 (Einstein) - 1912 (Bohr) = 42``. Other parts unchanged."""
+def _labelled(part: Part, labels: dict[float, str]) -> Part:
+    """A difference as the calculator computed it, sign and order kept, each operand
+    labelled by the call that returned it: ``1879 (Einstein) - 1885 (Bohr) = -6``.
+    Other parts unchanged."""
     expression, _, value = part.units[0].rpartition(" = ")
     match = _DIFFERENCE.fullmatch(expression)
-    if part.label or not match or not value.startswith("-"):
+    if part.label or not match:
         return part
-    small, large = match.group(1).replace(",", ""), match.group(2).replace(",", "")
+    first, second = match.group(1).replace(",", ""), match.group(2).replace(",", "")
 
     def shown(number: str) -> str:
         label = labels.get(float(number))
         return f"{number_text(number)} ({label})" if label else number_text(number)
 
-    return Part(part.task_id, "", (f"{shown(large)} - {shown(small)} = {value[1:]}",))
+    return Part(part.task_id, "", (f"{shown(first)} - {shown(second)} = {value}",))
 
 
 def _operand_labels(tasks: Sequence[_Task], parts: Sequence[Part]) -> dict[float, str]:
