@@ -190,12 +190,13 @@ _CAPITALIZED = re.compile(r"(?<![\w-])[^\W\d_a-z][\w-]*")
 
 
 def _writable_names(context: PromptContext) -> str:
-    """The text a name in an answer's call may come from: the question, what the tasks
-    found, and the values the tools declare; normalized, spaces around."""
+    """The text a name in an answer's call may come from: the question, what the tools
+    said (a suggestion in a failure's message too), and the values the tools declare;
+    normalized, spaces around."""
     declared = [v for values in declared_values(context.tools).values() for v in values]
     for spec in tool_specs(context.tools):
         declared += [str(v) for p in spec.params for v in p.schema.get("enum", ())]
-    texts = [context.question, *observation_texts(context.rounds), *declared]
+    texts = [context.question, *observation_texts(context.rounds, found=False), *declared]
     return f" {' '.join(_norm(t) for t in texts)} "
 
 
