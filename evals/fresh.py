@@ -624,6 +624,8 @@ async def main_async(args: argparse.Namespace) -> int:
 
     chosen = [q for q in QUESTIONS if args.sets == "all" or q.set in chosen_sets(args.sets)]
     resolved = resolve_llm()
+    if args.sampling:
+        resolved.sampling = {**resolved.sampling, **sampling(args.sampling)}  # type: ignore[attr-defined]
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     async with resolved as llm:
@@ -633,9 +635,16 @@ async def main_async(args: argparse.Namespace) -> int:
     print(table)
     right = sum(o.verdict == "right" for o in outcomes)
     meta = {"model": resolved.description, "date": date, "load": load, "right": right,
-            "covered": sum(o.covered for o in outcomes), "n": len(outcomes)}  # fmt: skip
+            "covered": sum(o.covered for o in outcomes), "n": len(outcomes),
+            "sampling": getattr(resolved, "sampling", None)}  # fmt: skip
     write_results(args.out, table, meta, outcomes)
     return 0
+
+
+def sampling(spec: str) -> dict[str, float]:
+    """``repeat_penalty=1.1,temperature=0.2`` as a dict of numbers."""
+    pairs = [item.split("=", 1) for item in spec.split(",") if item]
+    return {key.strip(): float(value) for key, value in pairs}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -649,6 +658,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--out", type=Path, default=RESULTS_DIR / "fresh.json")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per question")
+    p.add_argument(
+        "--sampling",
+        default="",
+        help="the embedded model's sampling settings for this run, e.g. repeat_penalty=1.1",
+    )
     return asyncio.run(main_async(p.parse_args(argv)))
 
 
