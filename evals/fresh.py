@@ -542,8 +542,10 @@ async def run_fresh(
     llm: LLM, questions: Sequence[Fresh], timeout: float | None, **options: Any
 ) -> list[FreshOutcome]:
     """Every question, one after another, each once the model has read its planner's
-    prompt again (as a user who reads an answer, then asks again)."""
-    made = workflows(llm, **options)
+    prompt again (as a user who reads an answer, then asks again; the workflows of the
+    sets asked only)."""
+    asked = {q.set for q in questions}
+    made = {n: w for n, w in workflows(llm, **options).items() if n in asked}
     out = []
     for i, q in enumerate(questions, 1):
         await asyncio.gather(*(w.warmed() for w in made.values()))
