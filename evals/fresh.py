@@ -48,7 +48,7 @@ from evals.bfcl import write_results
 from evals.fresh_tools import TOOL_SETS as TOOL_SETS_6
 from evals.fresh_tools7 import TOOL_SETS as TOOL_SETS_7
 from evals.fresh_tools8 import TOOL_SETS as TOOL_SETS_8
-from evals.own_tools import ExpectedCall, Ref, matched
+from evals.own_tools import ExpectedCall, Ref, matched, sampling
 from llm_compiler import LLMCompilerWorkflow
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -641,12 +641,6 @@ async def main_async(args: argparse.Namespace) -> int:
             "sampling": getattr(resolved, "sampling", None)}  # fmt: skip
     write_results(args.out, table, meta, outcomes)
     return 0
-
-
-def sampling(spec: str) -> dict[str, float]:
-    """``repeat_penalty=1.1,temperature=0.2`` as a dict of numbers."""
-    pairs = [item.split("=", 1) for item in spec.split(",") if item]
-    return {key.strip(): float(value) for key, value in pairs}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
