@@ -7,13 +7,17 @@ the demo's tools and on the stocks set of ``evals.answers``. Every question and 
 expected answer was written before any change it measures, and is run once per change.
 Batch 7 (``--sets batch7``, ``evals.fresh_tools7``), written after batch 6 had been read:
 a library catalogue, a transit timetable and nutrition with recipes, in English, German,
-French, Spanish and Italian.
+French, Spanish and Italian. Batch 8 (``--sets batch8``, ``evals.fresh_tools8``), written
+after batch 7 had been read: a bookshop whose tools cannot answer every part of some
+questions, and a home's sensors (a change that is negative, a failing sensor hub).
 
 Verdicts, counted strictly: **right** when the answer holds every expected name and
 number (as ``evals.answers`` reads them); a "which" question must name the winner and,
 if it names the others too, say how they compare (a list of values is not an answer);
 a question the tools cannot answer must say it found nothing; one whose tool fails (a
-transport error) must say the tool failed, not that nothing exists. **could not find**:
+transport error) must say the tool failed, not that nothing exists; one the tools answer
+in part (``partial``) must hold what they have and say that something was not found or
+failed. An answer that holds a value nobody asked for (``absent``) is wrong. **could not find**:
 the answer says nothing was found although the tools have it (or the tool failed).
 **wrong**: anything else, failed runs included.
 
@@ -39,20 +43,24 @@ from typing import Any, Literal
 from llama_index.core.llms import LLM
 
 from evals import answers
-from evals.answers import Verdict, is_right, normalize, run_once, task_line
+from evals.answers import Verdict, is_right, normalize, numbers, run_once, task_line
 from evals.bfcl import write_results
 from evals.fresh_tools import TOOL_SETS as TOOL_SETS_6
 from evals.fresh_tools7 import TOOL_SETS as TOOL_SETS_7
-from evals.own_tools import ExpectedCall, Ref, matched
+from evals.fresh_tools8 import TOOL_SETS as TOOL_SETS_8
+from evals.own_tools import ExpectedCall, Ref, matched, sampling
 from llm_compiler import LLMCompilerWorkflow
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-TOOL_SETS = {**TOOL_SETS_6, **TOOL_SETS_7}
+TOOL_SETS = {**TOOL_SETS_6, **TOOL_SETS_7, **TOOL_SETS_8}
 BATCHES = {"batch6": ("travel", "shop", "calendar", "demo", "stocks"),
-           "batch7": tuple(TOOL_SETS_7)}  # fmt: skip
+           "batch7": tuple(TOOL_SETS_7), "batch8": tuple(TOOL_SETS_8)}  # fmt: skip
 """Questions by the batch they were written in (batch 7 after batch 6 had been read)."""
-SetName = Literal["travel", "shop", "calendar", "demo", "stocks", "library", "transit", "nutrition"]
-Kind = Literal["fact", "facts", "which", "compare", "chain", "missing", "failed"]
+SetName = Literal[
+    "travel", "shop", "calendar", "demo", "stocks", "library", "transit", "nutrition",
+    "bookshop", "sensors",
+]  # fmt: skip
+Kind = Literal["fact", "facts", "which", "compare", "chain", "missing", "failed", "partial"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +69,8 @@ class Fresh:
 
     `expect`: names and numbers the answer must contain (the winner first for a
     "which"); `losers`: the other candidates of a "which"; `calls`: what round 0 must
-    call (an empty dict of arguments: any arguments).
+    call (an empty dict of arguments: any arguments); `absent`: values nobody asked for,
+    which the answer must not hold.
     """
 
     set: SetName
@@ -71,13 +80,14 @@ class Fresh:
     expect: tuple[str | float, ...]
     calls: tuple[ExpectedCall, ...]
     losers: tuple[str, ...] = ()
+    absent: tuple[str | float, ...] = ()
 
 
 def _f(
     set_: SetName, lang: str, kind: Kind, text: str, expect: tuple[str | float, ...],
-    *calls: ExpectedCall, losers: tuple[str, ...] = (),
+    *calls: ExpectedCall, losers: tuple[str, ...] = (), absent: tuple[str | float, ...] = (),
 ) -> Fresh:  # fmt: skip
-    return Fresh(set_, lang, kind, text, expect, calls, losers)
+    return Fresh(set_, lang, kind, text, expect, calls, losers, absent)
 
 
 _CALC: ExpectedCall = ("calculator", {})
@@ -336,6 +346,55 @@ QUESTIONS = (
        ("calories", {"food": "tofu", "grams": 100}), losers=("tofu",)),
     _f("nutrition", "it", "fact", "Quante porzioni fa la ricetta del dal?", (4,),
        ("recipe_servings", {"recipe": "dal"})),
+    # Batch 8, written 2026-12-07 21:20 UTC before the change it measures.
+    # Bookshop: book_price, delivery_days, copies_at_branch, writer_of.
+    _f("bookshop", "en", "fact", "How much does Solaris cost?", (12.5,),
+       ("book_price", {"title": "Solaris"}), absent=(3,)),
+    _f("bookshop", "en", "partial",
+       "How long does delivery take for Middlemarch, for Kindred and for Rebecca?",
+       (2, 5, "Kindred"), ("delivery_days", {"title": "Middlemarch"}),
+       ("delivery_days", {"title": "Kindred"}), ("delivery_days", {"title": "Rebecca"}),
+       absent=(9.9, 14, 11.2)),
+    _f("bookshop", "en", "partial", "What do Dracula and Ulysses cost?", (7.8, "Ulysses"),
+       ("book_price", {"title": "Dracula"}), ("book_price", {"title": "Ulysses"})),
+    _f("bookshop", "en", "partial", "Who wrote Rebecca, and how many pages does it have?",
+       ("Daphne du Maurier",), ("writer_of", {"title": "Rebecca"})),
+    _f("bookshop", "en", "fact", "How many copies of Solaris does the Harbour branch have?", (4,),
+       ("copies_at_branch", {"title": "Solaris", "branch": "Harbour"}), absent=(12.5,)),
+    _f("bookshop", "en", "partial", "How many copies of Dracula are at the Airport branch?", (),
+       ("copies_at_branch", {"title": "Dracula", "branch": "Airport"})),
+    _f("bookshop", "en", "which", "Which is cheaper, Rebecca or Middlemarch?", ("Middlemarch",),
+       ("book_price", {"title": "Rebecca"}), ("book_price", {"title": "Middlemarch"}),
+       losers=("Rebecca",)),
+    _f("bookshop", "en", "fact", "Who wrote Dracula?", ("Bram Stoker",),
+       ("writer_of", {"title": "Dracula"}), absent=(7.8,)),
+    _f("bookshop", "en", "compare", "How much more does Kindred cost than Dracula?", (6.2,),
+       ("book_price", {"title": "Kindred"}), ("book_price", {"title": "Dracula"})),
+    _f("bookshop", "de", "fact", "Wie viele Tage dauert die Lieferung von Solaris?", (3,),
+       ("delivery_days", {"title": "Solaris"}), absent=(12.5,)),
+    # Sensors: room_temperature, humidity, energy_used_today, subtract.
+    _f("sensors", "en", "fact", "What is the humidity in the cellar?", (81,),
+       ("humidity", {"room": "cellar"})),
+    _f("sensors", "en", "compare",
+       "By how much did the bedroom temperature change from 08:00 to 20:00?", (-1.5,),
+       ("room_temperature", {"room": "bedroom", "time": "08:00"}),
+       ("room_temperature", {"room": "bedroom", "time": "20:00"}), _SUB),
+    _f("sensors", "en", "which", "Which room is warmer at 20:00, the kitchen or the cellar?",
+       ("kitchen",), ("room_temperature", {"room": "kitchen", "time": "20:00"}),
+       ("room_temperature", {"room": "cellar", "time": "20:00"}), losers=("cellar",)),
+    _f("sensors", "en", "missing", "What is the humidity in the attic?", (),
+       ("humidity", {"room": "attic"})),
+    _f("sensors", "en", "failed", "What was the temperature in the garage at 08:00?", (),
+       ("room_temperature", {"room": "garage", "time": "08:00"})),
+    _f("sensors", "en", "facts", "How much energy have the fridge and the heat pump used today?",
+       (1.1, 14.2), ("energy_used_today", {"device": "fridge"}),
+       ("energy_used_today", {"device": "heat pump"})),
+    _f("sensors", "en", "partial", "What is the humidity in the kitchen and in the attic?",
+       (48, "attic"), ("humidity", {"room": "kitchen"}), ("humidity", {"room": "attic"})),
+    _f("sensors", "en", "fact", "What was the kitchen temperature at 08:00?", (19.5,),
+       ("room_temperature", {"room": "kitchen", "time": "08:00"}), absent=(22, 48)),
+    _f("sensors", "es", "fact", "¿Cuánta energía ha consumido hoy el fridge?", (1.1,),
+       ("energy_used_today", {"device": "fridge"})),
 )  # fmt: skip
 
 # ----------------------------------------------------------------------------- judging
@@ -381,8 +440,24 @@ def names_winner(answer: str, q: Fresh) -> bool:
     return not others or bool(_COMPARES.search(answer))
 
 
+def holds_unasked(answer: str, q: Fresh) -> bool:
+    """Whether `answer` holds one of the values nobody asked for (``q.absent``)."""
+    said, found = f" {normalize(answer)} ", numbers(answer)
+    return any(
+        f" {normalize(v)} " in said
+        if isinstance(v, str)
+        else any(abs(n - v) <= 0.005 * abs(v) for n in found)
+        for v in q.absent
+    )
+
+
 def judge(answer: str, q: Fresh) -> Verdict:
     """Right, could not find, or wrong (see the module's docstring)."""
+    if holds_unasked(answer, q):
+        return "wrong"
+    if q.kind == "partial":
+        told = says_nothing(answer) or says_failed(answer)
+        return "right" if told and is_right(answer, q.expect) else "wrong"
     if q.kind == "missing":
         return "right" if says_nothing(answer) else "wrong"
     if q.kind == "failed":
@@ -467,8 +542,10 @@ async def run_fresh(
     llm: LLM, questions: Sequence[Fresh], timeout: float | None, **options: Any
 ) -> list[FreshOutcome]:
     """Every question, one after another, each once the model has read its planner's
-    prompt again (as a user who reads an answer, then asks again)."""
-    made = workflows(llm, **options)
+    prompt again (as a user who reads an answer, then asks again; the workflows of the
+    sets asked only)."""
+    asked = {q.set for q in questions}
+    made = {n: w for n, w in workflows(llm, **options).items() if n in asked}
     out = []
     for i, q in enumerate(questions, 1):
         await asyncio.gather(*(w.warmed() for w in made.values()))
@@ -549,6 +626,8 @@ async def main_async(args: argparse.Namespace) -> int:
 
     chosen = [q for q in QUESTIONS if args.sets == "all" or q.set in chosen_sets(args.sets)]
     resolved = resolve_llm()
+    if args.sampling:
+        resolved.sampling = {**resolved.sampling, **sampling(args.sampling)}  # type: ignore[attr-defined]
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     async with resolved as llm:
@@ -558,7 +637,8 @@ async def main_async(args: argparse.Namespace) -> int:
     print(table)
     right = sum(o.verdict == "right" for o in outcomes)
     meta = {"model": resolved.description, "date": date, "load": load, "right": right,
-            "covered": sum(o.covered for o in outcomes), "n": len(outcomes)}  # fmt: skip
+            "covered": sum(o.covered for o in outcomes), "n": len(outcomes),
+            "sampling": getattr(resolved, "sampling", None)}  # fmt: skip
     write_results(args.out, table, meta, outcomes)
     return 0
 
@@ -570,10 +650,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--sets",
         default="all",
         help="all, or comma-separated: travel,shop,calendar,demo,stocks (batch6), "
-        "library,transit,nutrition (batch7)",
+        "library,transit,nutrition (batch7), bookshop,sensors (batch8)",
     )
     p.add_argument("--out", type=Path, default=RESULTS_DIR / "fresh.json")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per question")
+    p.add_argument(
+        "--sampling",
+        default="",
+        help="the embedded model's sampling settings for this run, e.g. repeat_penalty=1.1",
+    )
     return asyncio.run(main_async(p.parse_args(argv)))
 
 

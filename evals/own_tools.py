@@ -294,6 +294,8 @@ async def main_async(args: argparse.Namespace) -> int:
     from llm_compiler.models.resolve import resolve_llm
 
     llm = resolve_llm()
+    if args.sampling:
+        llm.sampling = {**llm.sampling, **sampling(args.sampling)}  # type: ignore[attr-defined]
     date_ = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     cases = CASES[: args.limit] if args.limit else CASES
     outcomes = []
@@ -310,9 +312,16 @@ async def main_async(args: argparse.Namespace) -> int:
     table = markdown(outcomes, f"Own-tool plans on {llm.description} ({choice}), {date_}")
     print(table)
     right, n = sum(o.right for o in outcomes), len(outcomes)
-    meta = {"model": llm.description, "date": date_, "examples": choice, "right": right, "n": n}
+    meta = {"model": llm.description, "date": date_, "examples": choice, "right": right, "n": n,
+            "sampling": getattr(llm, "sampling", None)}  # fmt: skip
     write_results(args.out, table, meta, outcomes)
     return 0
+
+
+def sampling(spec: str) -> dict[str, float]:
+    """``repeat_penalty=1.1,top_k=40`` as a dict of numbers (``--sampling``)."""
+    pairs = [item.split("=", 1) for item in spec.split(",") if item]
+    return {key.strip(): float(value) for key, value in pairs}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -326,6 +335,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="few-shot plans of constrained prompts (default: the dialect's default)",
     )
     p.add_argument("--out", type=Path, default=RESULTS_DIR / "own_tools.json")
+    p.add_argument(
+        "--sampling",
+        default="",
+        help="the embedded model's sampling settings for this run, e.g. repeat_penalty=1.0",
+    )
     return asyncio.run(main_async(p.parse_args(argv)))
 
 

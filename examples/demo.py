@@ -21,6 +21,7 @@ from llama_index.core.agent.workflow import AgentStream
 
 from llm_compiler import (
     ChainOfAbstractionWorkflow,
+    CompilerStream,
     JoinEvent,
     LLMCompilerError,
     LLMCompilerWorkflow,
@@ -48,6 +49,8 @@ class Printer:
         self.first_start: float | None = None
         self.plan_done: float | None = None
         self.spans: list[tuple[float, float]] = []
+        self.writing: set[tuple[str, int]] = set()
+        """The (phase, round) pairs whose model has sent its first token."""
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -55,8 +58,20 @@ class Printer:
     def say(self, text: str) -> None:
         print(f"[{self.now():6.2f}s] {text}", flush=True)
 
+    def first_token(self, ev: CompilerStream) -> None:
+        """Say when the model, done reading its prompt, writes a round's plan or answer."""
+        if (ev.phase, ev.round) in self.writing:
+            return
+        self.writing.add((ev.phase, ev.round))
+        what = "its plan" if ev.phase == "plan" else "the answer"
+        self.say(f"model  read its prompt; writing {what} (round {ev.round})")
+
     def event(self, ev: object) -> None:  # noqa: C901 - one branch per event type
-        if isinstance(ev, PlanEvent) and not ev.complete:
+        if isinstance(ev, CompilerStream):
+            self.first_token(ev)
+        elif isinstance(ev, AgentStream):
+            pass
+        elif isinstance(ev, PlanEvent) and not ev.complete:
             for task in ev.tasks:
                 note = f"   !! {task.error}" if task.error else ""
                 self.say(f"plan   {task.text}{note}")
@@ -79,6 +94,7 @@ class Printer:
             self.say(f"join   round {ev.round}: the joiner reads the observations")
         elif isinstance(ev, ReplanEvent):
             self.say(f"replan round {ev.round}: {ev.reason}")
+            self.say(f"model  reads its prompt for round {ev.round + 1}")
 
     def parallelism(self) -> int:
         """The most tool calls that overlapped in time."""
@@ -88,6 +104,18 @@ class Printer:
             level += step
             best = max(best, level)
         return best
+
+
+async def start_model(llm: object, printer: Printer) -> None:
+    """Start the embedded model's server now, saying so (it loads the model), rather
+    than silently inside the first planner call. Other models need no start."""
+    server = getattr(llm, "server", None)
+    ensure_started = getattr(llm, "ensure_started", None)
+    if ensure_started is None or server is None or server.running:
+        return
+    printer.say("model  starting its llama.cpp server (loads the model)")
+    await asyncio.to_thread(ensure_started)
+    printer.say("model  server listening")
 
 
 def build(dialect: str, llm: object) -> LLMCompilerWorkflow:
@@ -115,11 +143,11 @@ async def main(question: str, dialect: str = "llmcompiler") -> int:
         print(f"dialect: {workflow.dialect.name}")
         print(f"question: {question}")
         printer = Printer()
-        printer.say("planning (round 0)")
+        await start_model(llm, printer)
+        printer.say("planning (round 0): the model reads its prompt (instructions, examples)")
         handler = workflow.run(user_msg=question)
         async for ev in handler.stream_events():
-            if not isinstance(ev, AgentStream):
-                printer.event(ev)
+            printer.event(ev)
         result = await handler
     print(f"\nanswer: {result}")
     state = await handler.ctx.store.get_state()

@@ -483,7 +483,7 @@ def test_numbers_in_texts_of_one_shape_compare_and_others_do_not():
     assert "more than" not in _two_calls(question, other, ("about 11 minutes", "17 stops"))
 
 
-def test_a_difference_taken_the_wrong_way_round_is_shown_the_right_way_with_labels():
+def test_a_difference_is_shown_as_the_calculator_took_it_with_labels():
     ctx = context(
         "How many years after Bohr was Einstein born?",
         T(1, "lookup", '1. lookup("Bohr", "birth_year")', "1885.0"),
@@ -491,7 +491,8 @@ def test_a_difference_taken_the_wrong_way_round_is_shown_the_right_way_with_labe
         T(3, "calculator", '3. calculator("$2 - $1")', "-6.0"),
     )
     answer = str(selected_answer(ctx))
-    assert "1885 (Bohr) - 1879 (Einstein) = 6;" in answer and "-6" not in answer
+    assert "1879 (Einstein) - 1885 (Bohr) = -6;" in answer
+    assert "Bohr (1885) is 6 more than Einstein (1879)." in answer
     written = context(
         "How many more employees does Apple have than Microsoft?",
         T(1, "company", '1. company("Apple")', "164000"),
@@ -499,7 +500,32 @@ def test_a_difference_taken_the_wrong_way_round_is_shown_the_right_way_with_labe
         T(3, "calculator", '3. calculator("164000 - 228000")', "-64000.0"),
         tools=[*demo_tools.TOOLS, company],
     )
-    assert "228,000 (Microsoft) - 164,000 (Apple) = 64,000;" in str(selected_answer(written))
+    assert "164,000 (Apple) - 228,000 (Microsoft) = -64,000;" in str(selected_answer(written))
+
+
+async def test_a_negative_result_keeps_its_sign_without_a_joiner_call():
+    """``calculator("120 - 200")`` = -80 is a balance change downwards: never ``200 - 120
+    = 80``."""
+    from llm_compiler import LLMCompilerWorkflow
+    from llm_compiler.testing import ScriptedLLM
+
+    def balance(month: str) -> float:
+        """The account's balance at the end of a month, in euros."""
+        return {"March": 120.0, "April": 200.0}[month]
+
+    plan = '1. balance("March")\n2. balance("April")\n3. calculator("120 - 200")\n4. join()\n'
+    llm = ScriptedLLM([plan + END_OF_PLAN], chat=False)
+    wf = LLMCompilerWorkflow(
+        tools=[balance, demo_tools.calculator],
+        llm=llm,
+        dialect=LLMCompilerDialect(joiner="select"),
+        constrained=True,
+        timeout=30,
+    )
+    output = str(await wf.run(user_msg="By how much did my balance change from March to April?"))
+    assert "120 (March) - 200 (April) = -80" in output
+    assert "200 - 120" not in output and "= 80" not in output
+    assert len(llm.calls) == 1  # the plan only
 
 
 def company(name: str) -> int:
@@ -531,3 +557,76 @@ def test_each_value_is_labelled_by_its_tool_and_arguments():
         "flight price (Lisbon): 180; convert currency (amount 180, EUR): 165.6; "
         "hotel price (Lisbon): 95."
     )
+
+
+# A bookshop, as a new user writes it: the answer says which parts got no result,
+# shows no value nobody asked for and no name nobody wrote.
+PRICES = {"Dune": 11.0, "Emma": 8.5, "Ulysses": 14.0}
+
+
+def book_price(title: str) -> float:
+    """The price of a book, in euros."""
+    return PRICES[title]
+
+
+def delivery_days(title: str) -> int:
+    """How many days delivery of a book to your home takes."""
+    return {"Dune": 2, "Emma": 4, "Ulysses": 6}[title]
+
+
+def copies_in_stock(title: str, branch: str) -> int:
+    """How many copies of a book a branch of the shop has in stock."""
+    return 3
+
+
+BOOKSHOP = [book_price, delivery_days, copies_in_stock]
+DELIVERY = "How long does delivery take for Dune, for Emma and for Ulysses?"
+
+
+async def _bookshop_answer(question: str, plan: str) -> tuple[str, int]:
+    from llm_compiler import LLMCompilerWorkflow
+    from llm_compiler.testing import ScriptedLLM
+
+    llm = ScriptedLLM([plan + END_OF_PLAN], chat=False)
+    wf = LLMCompilerWorkflow(
+        tools=BOOKSHOP,
+        llm=llm,
+        dialect=LLMCompilerDialect(joiner="select"),
+        constrained=True,
+        max_replans=0,
+        timeout=30,
+    )
+    return str(await wf.run(user_msg=question)), len(llm.calls)
+
+
+async def test_an_answer_names_the_parts_of_the_question_no_call_answered():
+    plan = (
+        '1. delivery_days("Dune")\n2. book_price("Dune")\n3. book_price("Emma")\n'
+        '4. book_price("Ulysses")\n5. join()\n'
+    )
+    answer, calls = await _bookshop_answer(DELIVERY, plan)
+    assert answer.startswith("delivery days (Dune): 2.")
+    assert "No result for delivery days (Emma) or delivery days (Ulysses)." in answer
+    assert not any(str(p) in answer for p in (11, 8.5, 14))  # no price: nobody asked
+    assert "more than" not in answer and "highest" not in answer
+    assert calls == 1
+
+
+async def test_an_answer_never_shows_a_name_the_question_did_not_write_as_found():
+    plan = '1. copies_in_stock("Dune", "Downtown")\n2. join()\n'
+    answer, _ = await _bookshop_answer("How many copies of Dune are in stock?", plan)
+    assert "Downtown" not in answer and "3" not in answer
+    assert "could not find" in answer
+    named = '1. copies_in_stock("Dune", "Riverside")\n2. join()\n'
+    answer, _ = await _bookshop_answer("How many copies of Dune does Riverside have?", named)
+    assert answer == "copies in stock (Dune, Riverside): 3."
+
+
+async def test_an_answer_to_every_part_adds_no_note():
+    plan = (
+        '1. delivery_days("Dune")\n2. delivery_days("Emma")\n3. delivery_days("Ulysses")\n'
+        "4. join()\n"
+    )
+    answer, _ = await _bookshop_answer(DELIVERY, plan)
+    assert "No result" not in answer
+    assert "delivery days (Ulysses): 6" in answer

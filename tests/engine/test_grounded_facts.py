@@ -199,13 +199,12 @@ def people(country: str) -> int:
     return {"Nigeria": 203_000_000, "Brazil": 223_000_000}[country]
 
 
-async def test_a_difference_says_which_is_larger_never_a_negative_number():
+async def test_a_difference_keeps_its_sign_and_the_comparison_says_which_is_larger():
     lines = ('people("Nigeria")', 'people("Brazil")', 'calculator("$1 - $2")')
     wf, _ = workflow([people, calculator], plan(*lines))
     output = str(await wf.run(user_msg="Which has more people, Nigeria or Brazil?"))
-    assert "223,000,000 (Brazil) - 203,000,000 (Nigeria) = 20,000,000" in output
+    assert "203,000,000 (Nigeria) - 223,000,000 (Brazil) = -20,000,000" in output
     assert "Brazil (223,000,000) is 20,000,000 more than Nigeria (203,000,000)" in output
-    assert "-20,000,000" not in output
 
 
 async def test_each_value_says_which_call_it_came_from():

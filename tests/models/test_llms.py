@@ -177,3 +177,14 @@ def test_clients_without_a_server_share_the_processs_one_until_the_last_closes(m
     assert first.complete("again") and events == ["start", "stop", "start"]  # used again
     first.close()
     assert events[-1] == "stop"
+
+
+def test_the_embedded_models_requests_carry_its_sampling_under_a_calls_own_extras():
+    """llama-cpp-python's server penalizes repeats (1.1 over 64 tokens) unless a request
+    says otherwise; the embedded client says so in every request's body."""
+    with llms.embedded_llm() as llm:
+        fields = llm._get_model_kwargs(extra_body={"grammar": "root ::= x"})
+        assert fields["extra_body"] == {**llms.EMBEDDED_SAMPLING, "grammar": "root ::= x"}
+        assert fields["temperature"] == 0.0
+    with llms.embedded_llm(sampling={"repeat_penalty": 1.3}) as tuned:
+        assert tuned._get_model_kwargs()["extra_body"] == {"repeat_penalty": 1.3}

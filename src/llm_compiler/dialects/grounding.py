@@ -316,3 +316,33 @@ def compute_tool(tools: Sequence[Any]) -> str | None:
 
 def _computes(schema: Mapping[str, Any]) -> bool:
     return schema.get("type") == "string" and schema.get("format") == ARITHMETIC
+
+
+#: Shortest word that may name a tool (shorter ones are mostly words of grammar).
+MIN_NAMING_WORD = 5
+#: Most tools a question's words name.
+MAX_NAMED_TOOLS = 2
+
+
+def _tool_words(tool: Any, spec: Any) -> set[str]:
+    """The words a tool declares: of its name, its parameters' names, its description."""
+    texts = [spec.name, *(p.name for p in spec.params), _description(tool)]
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", " ".join(texts))
+    return _words(spaced.replace("_", " "))
+
+
+def named_tools(question: str, tools: Sequence[Any]) -> list[str]:
+    """Tools the question names: a word of it (of :data:`MIN_NAMING_WORD` letters or
+    more) is one that only that tool declares (``Fahrenheit`` of "Convert degrees
+    Celsius to Fahrenheit" beside "The temperature in a city, in degrees Celsius").
+    At most :data:`MAX_NAMED_TOOLS`, those named by most words, in the tools' order.
+    Read by the answer to leave out results nobody asked for; never a required call."""
+    specs = tool_specs(tools)
+    declared = [_tool_words(tool, spec) for tool, spec in zip(tools, specs, strict=True)]
+    asked = {w for w in _words(question) if len(w) >= MIN_NAMING_WORD}
+    counts = [
+        len({w for w in asked & own if sum(w in other for other in declared) == 1})
+        for own in declared
+    ]
+    ranked = sorted((-n, i) for i, n in enumerate(counts) if n)[:MAX_NAMED_TOOLS]
+    return [specs[i].name for i in sorted(i for _, i in ranked)]

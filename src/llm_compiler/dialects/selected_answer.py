@@ -30,7 +30,12 @@ from typing import Any
 
 from llm_compiler.dialects.base import JoinerDecision, LLMRequest
 from llm_compiler.dialects.grammar import NOT_FOUND, gbnf_literal
-from llm_compiler.dialects.grounding import compute_tool
+from llm_compiler.dialects.grounding import (
+    compute_tool,
+    declared_values,
+    named_tools,
+    observation_texts,
+)
 from llm_compiler.dialects.plan_lines import parse_task_line
 from llm_compiler.dialects.prompting import (
     PromptContext,
@@ -40,6 +45,8 @@ from llm_compiler.dialects.prompting import (
     found_nothing,
     rejected,
 )
+from llm_compiler.dialects.question_parts import parallel_calls
+from llm_compiler.plan import PlanTask
 from llm_compiler.tools.spec import tool_specs
 
 #: Most sentences an observation offers, most characters of one, and most a part quotes.
@@ -74,12 +81,13 @@ class _Task:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     deps: tuple[int, ...]
+    plan: PlanTask
 
 
 def _parse(record: TaskRecord, earlier: Sequence[int]) -> _Task:
     body = record.text.split(".", 1)[1] if re.match(r"\s*\d+\.", record.text) else record.text
     task = parse_task_line(record.id, body, earlier=earlier)
-    return _Task(record, tuple(task.args), dict(task.kwargs), tuple(task.deps))
+    return _Task(record, tuple(task.args), dict(task.kwargs), tuple(task.deps), task)
 
 
 def _norm(text: str) -> str:
@@ -117,54 +125,127 @@ def _resolved(value: Any, results: dict[int, str]) -> Any:
     return resolve(value, results)
 
 
-def answer_parts(context: PromptContext) -> list[Part]:
-    """The results an answer to `context`'s question shows, in plan order (see the
-    module docstring); empty when none answers it."""
+@dataclass(frozen=True)
+class _Round:
+    """A run's tasks as an answer reads them: every task, those that found something
+    (`ok`), and the ones the answer shows."""
+
+    tasks: dict[int, _Task]
+    ok: dict[int, _Task]
+    shown: tuple[int, ...]
+    calculator: str | None
+
+
+def _read(context: PromptContext) -> _Round:
     records = [t for r in context.rounds for t in r.tasks]
     ids = [t.id for t in records]
     tasks = {t.id: _parse(t, [i for i in ids if i < t.id]) for t in records}
     ok = {i: t for i, t in tasks.items() if not found_nothing(t.record) and t.record.observation}
     used = {d for t in ok.values() for d in t.deps}
-    finals = [i for i in ok if i not in used]
-    question = f" {_norm(context.question)} "
-
-    def ancestors(i: int, seen: set[int]) -> set[int]:
-        for d in tasks[i].deps if i in tasks else ():
-            if d in ok and d not in seen:
-                seen.add(d)
-                ancestors(d, seen)
-        return seen
-
     calculator = compute_tool(context.tools)
-
-    def about_question(i: int) -> bool:
-        if ok[i].record.tool == calculator:
-            return True  # a calculation was planned for the question ("36000 + 183000")
-        for j in {i} | ancestors(i, set()):
-            t = ok[j]
-            texts = _strings(list(t.args)) + _strings(list(t.kwargs.values()))
-            title = _TITLE.match(t.record.observation or "")
-            texts += [title.group(1)] if title else []
-            if any(_norm(s) and f" {_norm(s)} " in question for s in texts):
-                return True
-        return False
-
-    chosen = [i for i in finals if about_question(i)] or finals
+    read = _Round(tasks, ok, (), calculator)
+    writable = _writable_names(context)
+    finals = [i for i in ok if i not in used and _written(read, i, writable)]
+    finals = _asked(context, read, finals)
+    chosen = [i for i in finals if _about_question(context, read, i)] or finals
     shown: set[int] = set()
     for i in chosen:
-        shown |= {i} | ancestors(i, set())
-    results = {i: number_text(t.record.observation or "") for i, t in ok.items()}
+        shown |= {i} | _ancestors(read, i)
+    return _Round(tasks, ok, tuple(sorted(shown)), calculator)
+
+
+def _ancestors(read: _Round, i: int) -> set[int]:
+    """The tasks that found something whose results task `i` used, transitively."""
+    seen: set[int] = set()
+    todo = [i]
+    while todo:
+        task = read.tasks.get(todo.pop())
+        for d in task.deps if task else ():
+            if d in read.ok and d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return seen
+
+
+def _literals(task: _Task) -> list[str]:
+    """A call's literal text arguments (references and templates left out)."""
+    texts = _strings(list(task.args)) + _strings(list(task.kwargs.values()))
+    return [t for t in texts if not re.search(r"\$\d", t)]
+
+
+def _about_question(context: PromptContext, read: _Round, i: int) -> bool:
+    """Whether a result is about something the question names (a calculation always
+    is: it was planned for the question, ``"36000 + 183000"``)."""
+    if read.ok[i].record.tool == read.calculator:
+        return True
+    question = f" {_norm(context.question)} "
+    for j in {i} | _ancestors(read, i):
+        t = read.ok[j]
+        texts = _literals(t)
+        title = _TITLE.match(t.record.observation or "")
+        texts += [title.group(1)] if title else []
+        if any(_norm(s) and f" {_norm(s)} " in question for s in texts):
+            return True
+    return False
+
+
+#: A capitalized word: a name, or part of one.
+_CAPITALIZED = re.compile(r"(?<![\w-])[^\W\d_a-z][\w-]*")
+
+
+def _writable_names(context: PromptContext) -> str:
+    """The text a name in an answer's call may come from: the question, what the tools
+    said (a suggestion in a failure's message too), and the values the tools declare;
+    normalized, spaces around."""
+    declared = [v for values in declared_values(context.tools).values() for v in values]
+    for spec in tool_specs(context.tools):
+        declared += [str(v) for p in spec.params for v in p.schema.get("enum", ())]
+    texts = [context.question, *observation_texts(context.rounds, found=False), *declared]
+    return f" {' '.join(_norm(t) for t in texts)} "
+
+
+def _written(read: _Round, i: int, writable: str) -> bool:
+    """Whether every name in the calls behind result `i` was written by the question,
+    a finding or a tool's declared values: a name the question did not write is never
+    shown as found (``stock (Dune, Downtown): 0`` for a branch nobody named)."""
+    for j in {i} | _ancestors(read, i):
+        for text in _literals(read.ok[j]):
+            if any(f" {_norm(w)} " not in writable for w in _CAPITALIZED.findall(text)):
+                return False
+    return True
+
+
+def _asked(context: PromptContext, read: _Round, finals: list[int]) -> list[int]:
+    """The final results the question asks for: where its words name tools
+    (:func:`~llm_compiler.dialects.grounding.named_tools`) and some results come from
+    those, the others are values nobody asked for (a price beside the delivery time
+    asked). A calculation stays."""
+    named = set(named_tools(context.question, context.tools))
+
+    def chain(i: int) -> set[str]:
+        return {read.ok[j].record.tool for j in {i} | _ancestors(read, i)}
+
+    if not named or not any(chain(i) & named for i in finals):
+        return finals
+    return [i for i in finals if chain(i) & named or read.ok[i].record.tool == read.calculator]
+
+
+def answer_parts(context: PromptContext) -> list[Part]:
+    """The results an answer to `context`'s question shows, in plan order (see the
+    module docstring); empty when none answers it."""
+    read = _read(context)
+    results = {i: number_text(t.record.observation or "") for i, t in read.ok.items()}
     params = {spec.name: [p.name for p in spec.params] for spec in tool_specs(context.tools)}
     parts, seen = [], set()
-    for i in sorted(shown):
-        part = _ranked(_part(ok[i], results, calculator, params), context.question)
+    for i in read.shown:
+        part = _ranked(_part(read.ok[i], results, read.calculator, params), context.question)
         key = (part.label, part.units)
         if key not in seen:
             seen.add(key)
             parts.append(part)
-    shown_tasks = [ok[i] for i in sorted(shown)]
+    shown_tasks = [read.ok[i] for i in read.shown]
     labels = _operand_labels(shown_tasks, parts)
-    return [_right_way_round(p, labels) for p in parts] + _extremes(shown_tasks)
+    return [_labelled(p, labels) for p in parts] + _extremes(shown_tasks)
 
 
 def _extremes(tasks: Sequence[_Task]) -> list[Part]:
@@ -232,21 +313,21 @@ _DIFFERENCE = re.compile(
 )
 
 
-def _right_way_round(part: Part, labels: dict[float, str]) -> Part:
-    """A difference the calculator took the wrong way round (``1912 - 1954 = -42``) as
-    the larger minus the smaller, each operand labelled by the call that returned it:
-    ``1954 (Einstein) - 1912 (Bohr) = 42``. Other parts unchanged."""
+def _labelled(part: Part, labels: dict[float, str]) -> Part:
+    """A negative difference as the calculator computed it, sign and order kept, each
+    operand labelled by the call that returned it: ``1879 (Einstein) - 1885 (Bohr) =
+    -6`` (which is the smaller). Other parts unchanged."""
     expression, _, value = part.units[0].rpartition(" = ")
     match = _DIFFERENCE.fullmatch(expression)
     if part.label or not match or not value.startswith("-"):
         return part
-    small, large = match.group(1).replace(",", ""), match.group(2).replace(",", "")
+    first, second = match.group(1).replace(",", ""), match.group(2).replace(",", "")
 
     def shown(number: str) -> str:
         label = labels.get(float(number))
         return f"{number_text(number)} ({label})" if label else number_text(number)
 
-    return Part(part.task_id, "", (f"{shown(large)} - {shown(small)} = {value[1:]}",))
+    return Part(part.task_id, "", (f"{shown(first)} - {shown(second)} = {value}",))
 
 
 def _operand_labels(tasks: Sequence[_Task], parts: Sequence[Part]) -> dict[float, str]:
@@ -404,9 +485,64 @@ def not_found_answer(context: PromptContext) -> str:
 
 def missing_note(context: PromptContext) -> str:
     """`` I could not find "Peru".`` for what the question names and no task found (or
-    whose tool failed), after an answer about the rest (empty if nothing is missing)."""
-    said = _said(_looked_for(context, only_named=True))
+    whose tool failed), and ``No result for delivery days (Emma).`` for what it asks of
+    a tool the plan did not call, after an answer about the rest (empty if nothing is
+    missing)."""
+    notes = (_said(_looked_for(context, only_named=True)), _uncalled(context))
+    said = " ".join(note for note in notes if note)
     return f" {said}" if said else ""
+
+
+def _uncalled(context: PromptContext) -> str:
+    """``No result for delivery days (Emma) or delivery days (Ulysses).``: the calls an
+    answered tool lacks for names the question writes in the same place as one of its
+    arguments (``for Dune, for Emma and for Ulysses``, read by
+    :func:`~llm_compiler.dialects.question_parts.parallel_calls`), unless another call took
+    that name for another parameter (``EUR`` as a currency is no city)."""
+    read = _read(context)
+    params = {spec.name: [p.name for p in spec.params] for spec in tool_specs(context.tools)}
+    taken = [_named_args(t, params) for t in read.tasks.values()]
+    missing: list[str] = []
+    for tool in dict.fromkeys(read.ok[i].record.tool for i in read.shown):
+        if tool == read.calculator:
+            continue
+        own = [t.plan for t in read.tasks.values() if t.record.tool == tool]
+        for task in _same_place(context.question, tool, own):
+            written = _named_args(task, params)
+            if not _taken_otherwise(written, taken):
+                missing.append(_call_words(tool, written, written))
+    return f"No result for {' or '.join(missing)}." if missing else ""
+
+
+def _same_place(question: str, tool: str, calls: list[PlanTask]) -> list[_Task]:
+    """The calls of `tool` that :func:`parallel_calls` finds missing, and those it finds
+    from them in turn (``Ulysses`` from ``Dune`` in ``for Dune, for Emma and for
+    Ulysses``, then ``Emma`` from ``Ulysses``), in the question's order."""
+    found: list[_Task] = []
+    while len(found) < MAX_PICKS * MAX_UNITS:
+        more = parallel_calls(question, [*calls, *(t.plan for t in found)])
+        if not more:
+            break
+        found += [_parse(TaskRecord(0, tool, call), ()) for call in more]
+
+    def where(task: _Task) -> int:
+        return min((question.find(t) % (len(question) + 1) for t in _literals(task)), default=0)
+
+    return sorted(found, key=where)
+
+
+def _taken_otherwise(call: dict[str, Any], taken: Sequence[dict[str, Any]]) -> bool:
+    """Whether a text argument of `call` is one another call took for another
+    parameter."""
+    texts = {(k, _norm(v)) for k, v in call.items() if isinstance(v, str)}
+    others = {(k, _norm(v)) for args in taken for k, v in args.items() if isinstance(v, str)}
+    return any(v == w and k != j for k, v in texts for j, w in others)
+
+
+def _named_args(task: _Task, params: dict[str, list[str]]) -> dict[str, Any]:
+    """A call's arguments by parameter name."""
+    names = params.get(task.record.tool, [])
+    return {**dict(zip(names, task.args, strict=False)), **task.kwargs}
 
 
 def render(parts: Sequence[Part], picks: Sequence[Sequence[str]] | None = None) -> str:

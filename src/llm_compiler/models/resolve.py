@@ -36,7 +36,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Self
 
 from llama_index.core.llms import LLM
-from pydantic import PrivateAttr
+from pydantic import Field, PrivateAttr
 
 from llm_compiler.decoding import DECODINGS, Decoding
 from llm_compiler.errors import ConfigurationError, LocalServerExited
@@ -50,6 +50,11 @@ from llm_compiler.models.server import (
 )
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+#: The embedded model's sampling settings, sent with every request (llama.cpp's server
+#: takes them per request); temperature 0 (greedy) is a client setting. Chosen by
+#: measurement (``docs/models.md``): without a repeat penalty the model writes one plan
+#: line again and again.
+EMBEDDED_SAMPLING: dict[str, Any] = {"repeat_penalty": 1.1}
 logger = logging.getLogger(__name__)
 
 
@@ -157,6 +162,10 @@ def _lazy_embedded_class() -> type[Any]:  # noqa: C901 - one short override per 
         """The embedded model; its server starts on the first request."""
 
         source: ClassVar[str] = "local"
+        sampling: dict[str, Any] = Field(
+            default_factory=lambda: dict(EMBEDDED_SAMPLING),
+            description="Sampling settings sent with every request (repeat_penalty, ...).",
+        )
         _server: LocalLLMServer = PrivateAttr()
         _lock: threading.Lock = PrivateAttr()
         _shared: _SharedServer | None = PrivateAttr(default=None)
@@ -203,6 +212,13 @@ def _lazy_embedded_class() -> type[Any]:  # noqa: C901 - one short override per 
         def died(self, error: Exception) -> LocalServerExited | None:
             """The server's death behind `error`, if the server died on its own."""
             return dead_server_error(self._server, error)
+
+        def _get_model_kwargs(self, **kwargs: Any) -> dict[str, Any]:
+            """The request's fields, with :attr:`sampling` in its body (under a call's
+            own extras, such as its grammar)."""
+            out: dict[str, Any] = super()._get_model_kwargs(**kwargs)
+            out["extra_body"] = {**self.sampling, **(out.get("extra_body") or {})}
+            return out
 
         def chat(self, *args: Any, **kwargs: Any) -> Any:
             return self._sync(super().chat, args, kwargs)  # type: ignore[safe-super]

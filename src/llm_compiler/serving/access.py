@@ -1,6 +1,6 @@
 """The access log (``serve --access-log``): a record per request, with its fields.
 
-Logged on ``llm_compiler.access`` at INFO once the response ends, with ``method``,
+Logged on the logger named "llm_compiler.access" at INFO once the response ends, with ``method``,
 ``path`` (without the query string), ``status``, ``duration_ms`` (from the request to the
 end of the response; for an event stream, its whole life) and ``handler_id`` when the path
 names a run. Text logs show them as one line; JSON logs as fields
