@@ -72,11 +72,17 @@ def test_an_outage_of_seconds_pauses_runs_and_reports_degraded(cluster, database
 
 
 def test_an_outage_past_the_limit_stops_the_worker(cluster, database, calls, workers):
-    worker = Worker(database, calls, "--outage-limit", "2", slow=1)
+    worker = Worker(database, calls, "--outage-limit", "2", slow=5)
     workers.append(worker)
     run = worker.start_run()
     run_id = worker.run_id(run)
     calls.wait_for("tool", "slow:gamma")
+    # The plan's commit is started, not waited for, before its tasks: on a loaded machine
+    # it may land after the slow call starts.
+    deadline = time.monotonic() + 30
+    while ("llm", "planner") not in journaled(database, run_id):
+        assert time.monotonic() < deadline, "the plan was never committed"
+        time.sleep(0.1)
     cluster.stop()
     try:
         assert worker.proc.wait(30) == 75
