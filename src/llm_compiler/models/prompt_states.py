@@ -191,7 +191,8 @@ def stateful_llama() -> type[Any]:
             finally:
                 self._timings.sampler_ms += (time.perf_counter() - started) * 1000
 
-        def eval(self, tokens: Sequence[int]) -> None:
+        def _forward(self, tokens: Sequence[int]) -> None:
+            """``Llama.eval``: the model's forward pass over `tokens`, timed."""
             started = time.perf_counter()
             super().eval(tokens)
             elapsed = (time.perf_counter() - started) * 1000
@@ -204,6 +205,8 @@ def stateful_llama() -> type[Any]:
             else:
                 timings.predicted_n += len(tokens)
                 timings.predicted_ms += elapsed
+
+        eval = _forward  # overrides llama_cpp's forward pass (a model call, not Python's)
 
         def sample(self, *args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
