@@ -149,10 +149,10 @@ def suggested_values(
 ) -> dict[str, dict[tuple[Any, ...], list[Any]]]:
     """Values a replan's call may take for a failed call's last required argument, when
     that argument is an enum and the failure names some of its other values: by tool,
-    by the call's other required values. ``lookup("Jane Austen", "length_m")``
-    failed with "has no field 'length_m'; known fields: birth_year, death_year": a
-    replan's ``lookup("Jane Austen", ...)`` takes ``birth_year`` or
-    ``death_year``. Of those, the ones that share a word with the question, if any.
+    by the call's other required values. ``lookup("Tower Bridge", "height_m")``
+    failed with "has no field 'height_m'; known fields: opened_year, length_m": a
+    replan's ``lookup("Tower Bridge", ...)`` takes ``opened_year`` or ``length_m``.
+    Of those, the ones that share a word with the question, if any.
     """
     return _suggested(_literal_calls(context, tools), context.question)
 
