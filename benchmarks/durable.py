@@ -37,11 +37,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
@@ -117,14 +118,28 @@ def server(store: str, tasks: int = 3, *extra: str, sleep: float = 0) -> Iterato
     }
     cmd = [sys.executable, "-m", "llm_compiler.cli", "serve", "--port", "0", "--store", store]
     cmd += ["--workflow", "benchmarks.durable:make", *extra]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    with serving(cmd, env, f"the server for {store}") as served:
+        yield served
+
+
+@contextmanager
+def serving(
+    cmd: list[str], env: dict[str, str], name: str, stderr: IO[str] | None = None
+) -> Iterator[tuple[str, int]]:
+    """`cmd`, an ``llm-compiler serve`` command, run until the block ends (SIGINT, then a
+    kill after 30 s); yields its URL and pid once it serves. Its stdout is drained after."""
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True
+    )
     try:
-        for line in proc.stdout:  # type: ignore[union-attr]
+        assert proc.stdout is not None
+        for line in proc.stdout:
             if "Serving the live plan page at " in line:
+                threading.Thread(target=proc.stdout.read, daemon=True).start()  # never blocks it
                 yield line.split(" at ")[1].split()[0].rstrip("/"), proc.pid
                 break
         else:
-            raise RuntimeError(f"the server for {store} did not start")
+            raise RuntimeError(f"{name} did not start")
     finally:
         proc.send_signal(signal.SIGINT)
         try:

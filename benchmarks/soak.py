@@ -23,11 +23,8 @@ import json
 import os
 import platform
 import re
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -36,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.durable import fetch, one_run
+from benchmarks.durable import fetch, one_run, serving
 from llm_compiler import LLMCompilerWorkflow, policy
 from llm_compiler.durable.admin import parse_age
 from llm_compiler.durable.cluster import throwaway_postgres
@@ -86,26 +83,8 @@ def worker(store: str, log: Path, *extra: str) -> Iterator[tuple[str, int]]:
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "BENCH_SLEEP": "0"}
     cmd = [sys.executable, "-m", "llm_compiler.cli", "serve", "--port", "0", "--store", store]
     cmd += ["--workflow", "benchmarks.soak:make", *extra]
-    with log.open("a") as err:
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True
-        )
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if "Serving the live plan page at " in line:
-                threading.Thread(target=proc.stdout.read, daemon=True).start()  # never blocks it
-                yield line.split(" at ")[1].split()[0].rstrip("/"), proc.pid
-                break
-        else:
-            raise RuntimeError(f"a worker did not start; see {log}")
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with log.open("a") as err, serving(cmd, env, f"a worker (see {log})", err) as served:
+        yield served
 
 
 def rss_mb(pid: int) -> float:
