@@ -30,12 +30,11 @@ from llm_compiler import (
     TaskReady,
     TaskResult,
 )
-from llm_compiler.demo import demo_compiler
+from llm_compiler.demo import QUESTION, demo_compiler
 from llm_compiler.demo import tools as demo_tools
 from llm_compiler.models.resolve import resolve_llm
 from llm_compiler.plan import render_call
 
-QUESTION = "What are the capitals of France and Japan?"
 # A lookup takes as long as a web search API would, so independent lookups overlap even
 # while a slow local model is still writing the plan.
 demo_tools.LATENCY = float(os.environ.get("DEMO_TOOL_LATENCY", "1.5"))

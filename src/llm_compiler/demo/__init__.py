@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+#: The question the demo and the served page offer first.
+QUESTION = "What are the capitals of France and Japan?"
+
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
 

@@ -34,6 +34,7 @@ from workflows import Workflow
 from workflows.events import Event
 
 from llm_compiler import _upstream
+from llm_compiler.demo import QUESTION
 from llm_compiler.engine.state import CompilerState
 from llm_compiler.engine.workflow import LLMCompilerWorkflow
 from llm_compiler.errors import ConfigurationError
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 STATIC = Path(__file__).with_name("static")
 #: The name the compiler workflow is served under.
 COMPILER = "compiler"
-DEMO_QUESTION = "What are the capitals of France and Japan?"
+DEMO_QUESTION = QUESTION  # the demo's question, offered first on the page
 
 
 @dataclass
